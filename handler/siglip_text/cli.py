@@ -1,0 +1,42 @@
+"""The ``siglip-text`` command. Each subcommand's module is imported only when it runs.
+
+A subcommand module provides ``configure(parser)`` (arguments only, no heavy imports at
+module level) and ``run(args) -> int`` (the exit status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+#: name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("siglip_text.server", "serve the OpenAI-compatible API with uvicorn"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="siglip-text", description="SigLIP 2 text embeddings on CPU with ONNX Runtime."
+    )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        module = importlib.import_module(module_name)
+        module.configure(sub)
+        sub.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args._module.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Settings, read once from ``SIGLIP_*`` environment variables into validated types."""
+
+from __future__ import annotations
+
+import math
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .errors import ConfigError
+
+ENV_PREFIX = "SIGLIP_"
+MANIFEST_FILE = "manifest.json"
+ONNX_FILE = "text_model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+
+#: Lambda gives one full vCPU per 1,769 MB of memory.
+LAMBDA_MB_PER_VCPU = 1769
+
+
+def demo_model_dir() -> Path:
+    """The bundled demo model (random weights), shipped as package data."""
+    return Path(__file__).resolve().parent / "demo"
+
+
+class Settings(BaseSettings):
+    """Every tunable of the service. Each field is ``SIGLIP_<FIELD>`` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    model_dir: Path | None = None
+    model_manifest_path: Path | None = None
+    onnx_model_path: Path | None = None
+    tokenizer_path: Path | None = None
+    onnx_output_name: str = Field(default="text_embeds", min_length=1)
+
+    max_text_batch_size: int = Field(default=32, ge=1, le=4096)
+    ort_intra_op_threads: int | None = Field(default=None, ge=1, le=256)
+    ort_allow_spinning: bool = False
+
+    max_inputs_per_request: int = Field(default=2048, ge=1, le=100_000)
+    max_request_bytes: int = Field(default=6 * 1024 * 1024, ge=1024)
+    max_concurrent_requests: int = Field(default=1, ge=1, le=1024)
+    max_pending_requests: int = Field(default=32, ge=0, le=100_000)
+
+    cache_size: int = Field(default=0, ge=0, le=10_000_000)
+    log_inputs: bool = False
+
+    auth_mode: Literal["none", "api-key"] = "none"
+    api_key_secret_arn: str | None = None
+    api_key_cache_seconds: int = Field(default=300, ge=0)
+
+    @field_validator("model_dir", "model_manifest_path", "onnx_model_path", "tokenizer_path")
+    @classmethod
+    def _expand(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
+
+    def artifact_paths(self) -> tuple[Path, Path, Path]:
+        """Manifest, ONNX and tokenizer paths: explicit variables win over SIGLIP_MODEL_DIR."""
+        base = self.model_dir
+        paths = []
+        for explicit, name, var in (
+            (self.model_manifest_path, MANIFEST_FILE, "MODEL_MANIFEST_PATH"),
+            (self.onnx_model_path, ONNX_FILE, "ONNX_MODEL_PATH"),
+            (self.tokenizer_path, TOKENIZER_FILE, "TOKENIZER_PATH"),
+        ):
+            if explicit is not None:
+                paths.append(explicit)
+            elif base is not None:
+                paths.append(base / name)
+            else:
+                raise ConfigError(
+                    f"{ENV_PREFIX}{var} is not set (set it, or {ENV_PREFIX}MODEL_DIR for all "
+                    "three artifacts)"
+                )
+        manifest, onnx, tokenizer = paths
+        return manifest, onnx, tokenizer
+
+    def intra_op_threads(self) -> int:
+        """The ORT intra-op thread count: the setting, else the CPUs this process may use."""
+        return self.ort_intra_op_threads or available_cpus()
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Parse the environment (plus overrides); raise ConfigError naming each bad variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False, include_input=False):
+            field = str(err["loc"][0]) if err["loc"] else "?"
+            problems.append(f"{ENV_PREFIX}{field.upper()}: {err['msg']}")
+        raise ConfigError("invalid settings: " + "; ".join(problems)) from None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, parsed once."""
+    return load_settings()
+
+
+def available_cpus() -> int:
+    """CPUs this process may actually use: affinity, cgroup quota and Lambda's memory share.
+
+    ``os.cpu_count()`` reports the host's cores, which on Lambda and in containers is more
+    than the share paid for; oversubscribed ORT threads then fight for it.
+    """
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    quota = _cgroup_cpu_quota()
+    if quota is not None:
+        count = min(count, quota)
+    memory_mb = os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+    if memory_mb and memory_mb.isdigit():
+        count = min(count, max(1, round(int(memory_mb) / LAMBDA_MB_PER_VCPU)))
+    return max(1, count)
+
+
+def _cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """Whole CPUs allowed by the cgroup (v2 ``cpu.max`` or v1 CFS quota), rounded up."""
+    try:
+        text = (root / "cpu.max").read_text().split()
+        if len(text) == 2 and text[0] != "max":
+            return max(1, math.ceil(int(text[0]) / int(text[1])))
+        if text:
+            return None
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        if quota > 0 and period > 0:
+            return max(1, math.ceil(quota / period))
+    except (OSError, ValueError):
+        pass
+    return None

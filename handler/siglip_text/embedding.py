@@ -1,0 +1,241 @@
+"""The service the API calls: inputs -> tokenize -> encode -> unit vectors + token usage.
+
+Knows nothing of HTTP. `load_service` is the init phase: it validates every artifact, then
+runs a real inference probe, and raises ModelLoadError naming the cause if anything fails.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .config import Settings
+from .encoder import OnnxEncoder, SessionConfig
+from .errors import ModelLoadError, SiglipError
+from .manifest import Manifest, check_file, load_manifest
+from .tokenization import SiglipTokenizer, TokenBatch
+
+PROBE_TEXT = "a photo of a cat"
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """Unit vectors in input order and the tokens actually fed for each input."""
+
+    vectors: np.ndarray  # float32 [n, D], L2-normalized
+    token_counts: list[int]
+    cache_hits: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(self.token_counts)
+
+
+@dataclass
+class InitTimings:
+    """Seconds spent in each part of the init phase (reported by /health and the benchmark)."""
+
+    manifest_s: float = 0.0
+    tokenizer_s: float = 0.0
+    session_s: float = 0.0
+    probe_s: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "manifest_s": round(self.manifest_s, 4),
+            "tokenizer_s": round(self.tokenizer_s, 4),
+            "session_s": round(self.session_s, 4),
+            "probe_s": round(self.probe_s, 4),
+            **{k: round(v, 4) for k, v in self.extra.items()},
+        }
+
+
+class _VectorCache:
+    """A bounded, thread-safe LRU of text -> (vector, token count)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[str, tuple[np.ndarray, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> tuple[np.ndarray, int] | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return item
+
+    def put(self, key: str, vector: np.ndarray, tokens: int) -> None:
+        with self._lock:
+            self._items[key] = (vector, tokens)
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+class EmbeddingService:
+    """Turns texts or token-id sequences into SigLIP 2 text vectors."""
+
+    def __init__(
+        self,
+        manifest: Manifest,
+        tokenizer: SiglipTokenizer,
+        encoder: OnnxEncoder,
+        *,
+        cache_size: int = 0,
+        init_timings: InitTimings | None = None,
+    ) -> None:
+        self.manifest = manifest
+        self.tokenizer = tokenizer
+        self.encoder = encoder
+        self.init_timings = init_timings or InitTimings()
+        self._cache = _VectorCache(cache_size) if cache_size > 0 else None
+
+    @property
+    def model_id(self) -> str:
+        return self.manifest.repository
+
+    @property
+    def revision(self) -> str:
+        return self.manifest.revision
+
+    @property
+    def dimension(self) -> int:
+        return self.manifest.embedding_dimension
+
+    @property
+    def max_tokens(self) -> int:
+        return self.manifest.text_max_token_length
+
+    def embed_texts(self, texts: Sequence[str]) -> Embeddings:
+        """Embed texts; with a cache, repeated texts skip tokenization and the model."""
+        if self._cache is None:
+            return self._run(self.tokenizer.encode_texts(texts))
+        cached = [self._cache.get(t) for t in texts]
+        missing = [i for i, item in enumerate(cached) if item is None]
+        vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
+        counts = [0] * len(texts)
+        if missing:
+            fresh = self._run(self.tokenizer.encode_texts([texts[i] for i in missing]))
+            for row, i in enumerate(missing):
+                vector = fresh.vectors[row].copy()
+                vector.setflags(write=False)
+                self._cache.put(texts[i], vector, fresh.token_counts[row])
+                vectors[i], counts[i] = vector, fresh.token_counts[row]
+        for i, item in enumerate(cached):
+            if item is not None:
+                vectors[i], counts[i] = item
+        return Embeddings(vectors, counts, cache_hits=len(texts) - len(missing))
+
+    def embed_token_ids(self, sequences: Sequence[Sequence[int]]) -> Embeddings:
+        """Embed token-id sequences taken as given (no EOS added), truncated and padded."""
+        return self._run(self.tokenizer.encode_token_ids(sequences))
+
+    def _run(self, batch: TokenBatch) -> Embeddings:
+        return Embeddings(self.encoder.encode(batch.ids), batch.lengths)
+
+    def cache_stats(self) -> dict[str, int] | None:
+        if self._cache is None:
+            return None
+        return {"size": self._cache.size, "hits": self._cache.hits, "misses": self._cache.misses}
+
+    def describe(self) -> dict[str, Any]:
+        """What /health reports about the model and the runtime."""
+        import platform
+
+        import onnxruntime
+        import tokenizers
+
+        from . import __version__
+
+        return {
+            "model": self.model_id,
+            "revision": self.revision,
+            "embedding_dimension": self.dimension,
+            "text_max_token_length": self.max_tokens,
+            "device": "cpu",
+            "runtime": {
+                "siglip_text": __version__,
+                "onnxruntime": onnxruntime.__version__,
+                "tokenizers": tokenizers.__version__,
+                "numpy": np.__version__,
+                "python": platform.python_version(),
+            },
+        }
+
+    def probe(self) -> None:
+        """A real inference through every stage, with the highest token id of the vocabulary.
+
+        Catches a graph whose embedding table is smaller than the tokenizer's vocabulary, a
+        graph that returns NaN or zeros, and output shape mismatches, before any request.
+        """
+        try:
+            text = self.embed_texts([PROBE_TEXT])
+            ids = self.embed_token_ids([[self.tokenizer.vocab_size - 1, self.tokenizer.eos_id]])
+        except SiglipError as exc:
+            raise ModelLoadError(f"inference probe failed: {exc.message}") from exc
+        for vectors in (text.vectors, ids.vectors):
+            norm = float(np.linalg.norm(vectors[0]))
+            if abs(norm - 1.0) > 1e-3:
+                raise ModelLoadError(f"inference probe failed: vector norm {norm}, expected 1")
+
+
+def load_service(settings: Settings) -> EmbeddingService:
+    """The init phase: manifest, files, tokenizer and session (overlapped), then the probe."""
+    timings = InitTimings()
+    started = time.perf_counter()
+    manifest_path, onnx_path, tokenizer_path = settings.artifact_paths()
+    manifest = load_manifest(manifest_path)
+    check_file(onnx_path, "ONNX model", manifest)
+    check_file(tokenizer_path, "tokenizer", manifest)
+    timings.manifest_s = time.perf_counter() - started
+
+    def load_tokenizer() -> SiglipTokenizer:
+        began = time.perf_counter()
+        tokenizer = SiglipTokenizer.from_file(
+            tokenizer_path, max_length=manifest.text_max_token_length
+        )
+        timings.tokenizer_s = time.perf_counter() - began
+        return tokenizer
+
+    config = SessionConfig(
+        intra_op_threads=settings.intra_op_threads(),
+        allow_spinning=settings.ort_allow_spinning,
+        max_batch_size=settings.max_text_batch_size,
+    )
+    # The tokenizer (parsing a 30 MB JSON for Gemma's vocabulary) loads while ORT builds the
+    # session; both release the GIL for most of their work.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="siglip-init") as pool:
+        tokenizer_future = pool.submit(load_tokenizer)
+        began = time.perf_counter()
+        try:
+            encoder = OnnxEncoder(
+                onnx_path,
+                output_name=settings.onnx_output_name,
+                dimension=manifest.embedding_dimension,
+                max_length=manifest.text_max_token_length,
+                config=config,
+            )
+        finally:
+            timings.session_s = time.perf_counter() - began
+        tokenizer = tokenizer_future.result()
+    service = EmbeddingService(
+        manifest, tokenizer, encoder, cache_size=settings.cache_size, init_timings=timings
+    )
+    began = time.perf_counter()
+    service.probe()
+    timings.probe_s = time.perf_counter() - began
+    return service

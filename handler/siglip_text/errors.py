@@ -1,0 +1,77 @@
+"""The project's exceptions.
+
+The engine raises only these; `api.py` is the one place that maps each kind to an HTTP
+status and an OpenAI-shaped error body.
+"""
+
+from __future__ import annotations
+
+
+class SiglipError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+    #: OpenAI error ``type``; ``code`` is a short machine-readable string (or None).
+    error_type: str = "invalid_request_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+class ConfigError(SiglipError):
+    """Raised when a setting is missing or invalid; the message names the variable."""
+
+    code = "config_error"
+
+
+class ModelLoadError(SiglipError):
+    """Raised at init when an artifact (manifest, tokenizer, ONNX graph) fails its contract."""
+
+    error_type = "server_error"
+    code = "model_load_error"
+
+
+class InvalidInputError(SiglipError):
+    """Raised when a request is malformed or an input is outside the model's contract."""
+
+    code = "invalid_input"
+
+
+class TooManyInputsError(SiglipError):
+    """Raised when a request carries more inputs than the configured bound."""
+
+    code = "too_many_inputs"
+
+
+class PayloadTooLargeError(SiglipError):
+    """Raised when a request body is larger than the configured bound."""
+
+    code = "payload_too_large"
+
+
+class ModelNotFoundError(SiglipError):
+    """Raised when a request names a model other than the one served."""
+
+    code = "model_not_found"
+
+
+class AuthenticationError(SiglipError):
+    """Raised when the API key is missing or wrong (auth mode ``api-key``)."""
+
+    code = "invalid_api_key"
+
+
+class OverloadedError(SiglipError):
+    """Raised when admission is full: in-flight plus pending requests reached the bound."""
+
+    error_type = "rate_limit_error"
+    code = "rate_limit_exceeded"
+
+
+class InferenceError(SiglipError):
+    """Raised when the model returns something that is not a valid vector (NaN, zero, shape)."""
+
+    error_type = "server_error"
+    code = "inference_error"

@@ -1,0 +1,76 @@
+"""AWS Lambda entry point: ``siglip_text.lambda_function.handler``.
+
+Everything is built at import time, i.e. in Lambda's init phase: settings, manifest,
+tokenizer, ONNX session and an inference probe. Any failure raises, so the init phase fails
+closed and no request is ever served by a broken artifact. Mangum runs with
+``lifespan="off"``: it would otherwise enter the ASGI lifespan on every invocation.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from mangum import Mangum
+
+from .api import create_app
+from .config import get_settings
+from .embedding import load_service
+from .observability import PowertoolsObserver
+
+SERVICE_NAME = os.environ.get("POWERTOOLS_SERVICE_NAME", "siglip-text")
+METRICS_NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "SiglipText")
+
+logger = Logger(service=SERVICE_NAME)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
+tracer = Tracer(service=SERVICE_NAME)
+copy_config_to_registered_loggers(source_logger=logger, include={"siglip_text"})
+# /health publishes no metric; Powertools would warn about that on every call.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
+
+
+def _build_app() -> Any:
+    settings = get_settings()
+    try:
+        service = load_service(settings)
+        authenticator = None
+        if settings.auth_mode == "api-key":
+            from .auth import build_authenticator
+
+            authenticator = build_authenticator(settings)
+    except Exception:
+        logger.exception("init failed: the function will not serve")
+        raise
+    logger.info(
+        "model loaded",
+        extra={
+            "model": service.model_id,
+            "revision": service.revision,
+            "dimension": service.dimension,
+            "intra_op_threads": settings.intra_op_threads(),
+            "init": service.init_timings.as_dict(),
+            "auth_mode": settings.auth_mode,
+        },
+    )
+    return create_app(
+        service,
+        settings,
+        observer=PowertoolsObserver(metrics, logger),
+        authenticator=authenticator,
+    )
+
+
+app = _build_app()
+asgi_handler = Mangum(app, lifespan="off")
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@tracer.capture_lambda_handler(capture_response=False, capture_error=False)
+@metrics.log_metrics(capture_cold_start_metric=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """API Gateway (REST v1 or HTTP API v2) event -> FastAPI through Mangum."""
+    return asgi_handler(event, context)  # type: ignore[arg-type]

@@ -1,0 +1,155 @@
+"""Fixed-length SigLIP 2 tokenization: text or token-id inputs -> an ``[n, L]`` id matrix.
+
+The contract (see CONTRACT.md): normalization exactly as the artifact's ``tokenizer.json``
+normalizer says (the export step writes the lowercasing there), no BOS, content truncated to
+``L - 1`` tokens and then ``<eos>`` appended (sticky EOS), right-padded with ``<pad>`` to
+exactly ``L``. Padding, truncation and post-processing stored in ``tokenizer.json`` are
+ignored: this module applies them itself, so the result does not depend on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from .errors import InvalidInputError, ModelLoadError
+
+PAD_TOKEN = "<pad>"
+EOS_TOKEN = "<eos>"
+
+#: Texts up to this many characters per token slot are tokenized whole; longer ones through
+#: a growing prefix window (see `_content_ids_long`).
+WINDOW_CHARS_PER_TOKEN = 16
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    """Token ids ready for the encoder, and how many of them are real (not padding)."""
+
+    ids: np.ndarray  # int64 [n, L]
+    lengths: list[int]  # tokens fed per row, EOS included, pads excluded
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.lengths)
+
+
+class SiglipTokenizer:
+    """Wraps a `tokenizers.Tokenizer` and applies the fixed-length SigLIP 2 rule."""
+
+    def __init__(self, tokenizer: Tokenizer, *, max_length: int) -> None:
+        if max_length < 2:
+            raise ModelLoadError(f"text_max_token_length must be at least 2, got {max_length}")
+        pad_id = tokenizer.token_to_id(PAD_TOKEN)
+        eos_id = tokenizer.token_to_id(EOS_TOKEN)
+        missing = [tok for tok, tid in ((PAD_TOKEN, pad_id), (EOS_TOKEN, eos_id)) if tid is None]
+        if missing:
+            raise ModelLoadError(
+                f"tokenizer: special token(s) {', '.join(missing)} missing from the vocabulary; "
+                "a SigLIP 2 tokenizer needs <pad> and <eos>"
+            )
+        assert pad_id is not None and eos_id is not None
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        self._tokenizer = tokenizer
+        self.max_length = max_length
+        self.pad_id = pad_id
+        self.eos_id = eos_id
+        self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        self._window = max_length * WINDOW_CHARS_PER_TOKEN
+
+    @classmethod
+    def from_file(cls, path: Path, *, max_length: int) -> SiglipTokenizer:
+        """Load ``tokenizer.json``; any failure is a ModelLoadError naming the file."""
+        try:
+            tokenizer = Tokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises plain Exception on bad JSON
+            first_line = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            raise ModelLoadError(f"tokenizer {path}: cannot be loaded ({first_line})") from None
+        return cls(tokenizer, max_length=max_length)
+
+    def encode_texts(self, texts: Sequence[str]) -> TokenBatch:
+        """Tokenize texts: normalize, drop nothing, truncate to L-1, append EOS, pad to L."""
+        limit = self.max_length - 1
+        short = [i for i, t in enumerate(texts) if len(t) <= self._window]
+        content: list[list[int]] = [[] for _ in texts]
+        if short:
+            encodings = self._encode_many([texts[i] for i in short], first_index=short)
+            for i, enc in zip(short, encodings, strict=True):
+                content[i] = enc[:limit]
+        for i, text in enumerate(texts):
+            if len(text) > self._window:
+                content[i] = self._content_ids_long(text, index=i)[:limit]
+        rows = [ids + [self.eos_id] for ids in content]
+        return self._pack(rows)
+
+    def encode_token_ids(self, sequences: Sequence[Sequence[int]]) -> TokenBatch:
+        """Take token ids as given (no EOS added), truncate to L, pad with <pad>."""
+        rows: list[list[int]] = []
+        for i, seq in enumerate(sequences):
+            ids = list(seq[: self.max_length])
+            for value in ids:
+                if not 0 <= value < self.vocab_size:
+                    raise InvalidInputError(
+                        f"input[{i}] has token id {_short(value)} outside the vocabulary "
+                        f"[0, {self.vocab_size})",
+                        param="input",
+                    )
+            rows.append(ids)
+        return self._pack(rows)
+
+    def _pack(self, rows: list[list[int]]) -> TokenBatch:
+        matrix = np.full((len(rows), self.max_length), self.pad_id, dtype=np.int64)
+        for r, ids in enumerate(rows):
+            matrix[r, : len(ids)] = ids
+        return TokenBatch(ids=matrix, lengths=[len(ids) for ids in rows])
+
+    def _encode_many(self, texts: list[str], *, first_index: list[int]) -> list[list[int]]:
+        try:
+            encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
+        except TypeError:
+            # The Rust side takes only valid Unicode; find the offender for the message.
+            for text, index in zip(texts, first_index, strict=True):
+                _require_valid_unicode(text, index)
+            raise
+        return [enc.ids for enc in encodings]
+
+    def _content_ids_long(self, text: str, *, index: int) -> list[int]:
+        """Content ids of a long text, at the cost of a prefix, not of the whole text.
+
+        The ids kept (the first L-1) are taken from a prefix once doubling the prefix no
+        longer changes them: BPE merges are local, so text far past the cut cannot alter
+        them. A 1 MB string thus costs about as much as a few kilobytes.
+        """
+        limit = self.max_length - 1
+        # Invalid Unicode is refused wherever it stands, as it is in short texts; the check
+        # runs at memory speed, unlike tokenization.
+        _require_valid_unicode(text, index)
+        size = self._window
+        while size < len(text):
+            head = self._encode_many([text[:size]], first_index=[index])[0]
+            if len(head) > limit:
+                wider = self._encode_many([text[: 2 * size]], first_index=[index])[0]
+                if wider[:limit] == head[:limit]:
+                    return head
+            size *= 2
+        return self._encode_many([text], first_index=[index])[0]
+
+
+def _require_valid_unicode(text: str, index: int) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"input[{index}] is not valid Unicode (lone surrogate at character {exc.start})",
+            param="input",
+        ) from None
+
+
+def _short(value: object, limit: int = 24) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

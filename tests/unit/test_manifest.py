@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from siglip_text.errors import ModelLoadError
+from siglip_text.manifest import check_file, load_manifest
+
+GOOD: dict[str, Any] = {
+    "repository": "google/siglip2-base-patch16-224",
+    "revision": "0123456789abcdef0123456789abcdef01234567",
+    "embedding_dimension": 768,
+    "text_max_token_length": 64,
+}
+
+
+def write(tmp_path: Path, data: Any) -> Path:
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_valid_manifest_keeps_extra_fields(tmp_path: Path) -> None:
+    manifest = load_manifest(write(tmp_path, {**GOOD, "precision": "int8", "files": {}}))
+    assert manifest.embedding_dimension == 768
+    assert manifest.extras["precision"] == "int8"
+
+
+def test_uppercase_revision_is_accepted_and_normalized(tmp_path: Path) -> None:
+    manifest = load_manifest(write(tmp_path, {**GOOD, "revision": GOOD["revision"].upper()}))
+    assert manifest.revision == GOOD["revision"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("revision", "main", "revision.*40-character"),
+        ("revision", "v1.0", "revision.*40-character"),
+        ("revision", "0123456789abcdef", "revision.*40-character"),
+        ("revision", "g123456789abcdef0123456789abcdef01234567", "revision"),
+        ("repository", "", "repository"),
+        ("repository", "   ", "repository"),
+        ("embedding_dimension", "768", "embedding_dimension"),
+        ("embedding_dimension", 768.0, "embedding_dimension"),
+        ("embedding_dimension", True, "embedding_dimension"),
+        ("embedding_dimension", 0, "embedding_dimension"),
+        ("text_max_token_length", -64, "text_max_token_length"),
+        ("text_max_token_length", None, "text_max_token_length"),
+    ],
+)
+def test_bad_manifest_field_fails_naming_it(
+    tmp_path: Path, field: str, value: Any, message: str
+) -> None:
+    with pytest.raises(ModelLoadError, match=message):
+        load_manifest(write(tmp_path, {**GOOD, field: value}))
+
+
+@pytest.mark.parametrize("field", sorted(GOOD))
+def test_missing_contract_field_fails_naming_it(tmp_path: Path, field: str) -> None:
+    data = {k: v for k, v in GOOD.items() if k != field}
+    with pytest.raises(ModelLoadError, match=f"{field}: Field required"):
+        load_manifest(write(tmp_path, data))
+
+
+def test_manifest_that_is_not_json_fails(tmp_path: Path) -> None:
+    path = tmp_path / "manifest.json"
+    path.write_text("{not json")
+    with pytest.raises(ModelLoadError, match="not valid JSON"):
+        load_manifest(path)
+
+
+def test_manifest_that_is_a_list_fails(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match="must be a JSON object"):
+        load_manifest(write(tmp_path, [GOOD]))
+
+
+def test_missing_manifest_file_fails(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match="file not found"):
+        load_manifest(tmp_path / "absent.json")
+
+
+def test_empty_file_fails(tmp_path: Path) -> None:
+    path = tmp_path / "text_model.onnx"
+    path.write_bytes(b"")
+    with pytest.raises(ModelLoadError, match="empty"):
+        check_file(path, "ONNX model")
+
+
+def test_directory_in_place_of_a_file_fails(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match="not a regular file"):
+        check_file(tmp_path, "ONNX model")
+
+
+def test_file_whose_size_differs_from_the_manifest_fails_as_truncated(tmp_path: Path) -> None:
+    onnx = tmp_path / "text_model.onnx"
+    onnx.write_bytes(b"x" * 10)
+    manifest = load_manifest(
+        write(tmp_path, {**GOOD, "files": {"text_model.onnx": {"size": 11, "sha256": "0" * 64}}})
+    )
+    with pytest.raises(ModelLoadError, match="truncated"):
+        check_file(onnx, "ONNX model", manifest)
