@@ -14,6 +14,7 @@ from collections.abc import Sequence
 #: name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("siglip_text.server", "serve the OpenAI-compatible API with uvicorn"),
+    "bench": ("siglip_text.bench", "HTTP load test of any /v1/embeddings endpoint"),
 }
 
 
