@@ -61,6 +61,7 @@ def _build_app() -> Any:
         settings,
         observer=PowertoolsObserver(metrics, logger),
         authenticator=authenticator,
+        offload_inference=False,  # one request per environment: no thread hop needed
     )
 
 

@@ -47,7 +47,7 @@ class PowertoolsObserver:
         self.metrics.add_metric(name="Tokens", unit=MetricUnit.Count, value=tokens)
         if cache_hits:
             self.metrics.add_metric(name="CacheHits", unit=MetricUnit.Count, value=cache_hits)
-        self.logger.info(
+        self.logger.debug(
             "embedded",
             extra={"inputs": inputs, "tokens": tokens, "latency_ms": round(latency_ms, 3)},
         )

@@ -1,0 +1,433 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark: raw ORT session.run, the Lambda handler end to end, and
+transformers on PyTorch, on the same weights, in one run. Prints markdown tables.
+
+    # the tiny demo model (what CI checks runs):
+    python benchmarks/run.py --runs 5
+    # the full-size base tower made by benchmarks/make_full_model.py:
+    python benchmarks/run.py --bundle fp32=~/.cache/siglip-text/bench/base/fp32 \\
+        --bundle int8=~/.cache/siglip-text/bench/base/int8 \\
+        --checkpoint ~/.cache/siglip-text/bench/base/checkpoint --runs 30
+
+Each leg runs in its own subprocess (clean import and init timings, its own peak RSS) and
+the legs run one after another, never at once. Ratios are computed within this one run;
+absolute times on a shared 2-core machine are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TEXTS = [
+    "a photo of a cat sitting on a wooden table",
+    "a red block and a robot arm",
+    "two people riding bicycles on a city street at night",
+    "a dog running on the beach at sunset",
+    "close view of a kitchen with metal pots",
+    "snowy mountain road with a small car",
+    "a bird on a tree branch in the park",
+    "an old train crossing a river bridge",
+]
+
+
+def texts_for(batch: int, offset: int = 0) -> list[str]:
+    return [f"{TEXTS[(i + offset) % len(TEXTS)]} {i + offset}" for i in range(batch)]
+
+
+def stats(samples_s: list[float]) -> dict[str, float]:
+    ms = sorted(s * 1000 for s in samples_s)
+    rank = (len(ms) - 1) * 0.99
+    low = int(rank)
+    high = min(low + 1, len(ms) - 1)
+    return {
+        "median_ms": statistics.median(ms),
+        "p99_ms": ms[low] + (ms[high] - ms[low]) * (rank - low),
+        "runs": len(ms),
+    }
+
+
+def rss_mb() -> dict[str, float]:
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    current = 0.0
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                current = int(line.split()[1]) / 1024
+    return {"peak_rss_mb": peak, "rss_mb": current}
+
+
+def timed(fn: Any, runs: int, warmup: int = 3) -> dict[str, float]:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - began)
+    return stats(samples)
+
+
+# --------------------------------------------------------------------------- workers
+
+
+def worker_ort(args: argparse.Namespace) -> dict[str, Any]:
+    """Init through the real Lambda entry point, then raw session.run vs the handler."""
+    os.environ["SIGLIP_MODEL_DIR"] = args.bundle_dir
+    os.environ["SIGLIP_ORT_INTRA_OP_THREADS"] = str(args.threads)
+    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "SiglipTextBench")
+    began = time.perf_counter()
+    import aws_lambda_powertools  # noqa: F401
+    import fastapi  # noqa: F401
+    import mangum  # noqa: F401
+    import numpy as np
+    import onnxruntime  # noqa: F401
+    import tokenizers  # noqa: F401
+
+    imports_s = time.perf_counter() - began
+    from siglip_text import lambda_function
+
+    init_s = time.perf_counter() - began
+    memory = rss_mb()
+    service = lambda_function.app.state.service
+    bundle = Path(args.bundle_dir)
+    files = sum(p.stat().st_size for p in bundle.iterdir() if p.name.startswith("text_model"))
+
+    from tests.conftest import LambdaContext
+
+    context = LambdaContext()
+    event = json.loads((ROOT / "events" / "rest-embeddings-batch.json").read_text())
+    results: dict[str, Any] = {"latency": {}}
+    devnull = open(os.devnull, "w")  # noqa: SIM115 - EMF metrics lines go to stdout
+    for batch in args.batches:
+        texts = texts_for(batch)
+        ids = service.tokenizer.encode_texts(texts).ids
+        feeds = {"input_ids": ids}
+        raw = timed(lambda f=feeds: service.encoder.session.run(None, f), args.runs)
+        body = json.dumps({"input": texts, "encoding_format": "base64"})
+        event["body"] = body
+        real_stdout = sys.stdout
+        sys.stdout = devnull
+        try:
+            handler = timed(lambda: lambda_function.handler(event, context), args.runs)
+            check = lambda_function.handler(event, context)
+        finally:
+            sys.stdout = real_stdout
+        assert check["statusCode"] == 200, check
+        results["latency"][str(batch)] = {"raw": raw, "handler": handler}
+    vectors = service.embed_texts(texts_for(max(args.batches)))
+    np.save(args.vectors_out, vectors.vectors)
+    results["init"] = {
+        "imports_s": imports_s,
+        "total_s": init_s,
+        **service.init_timings.as_dict(),
+        **memory,
+        "model_file_mb": files / 2**20,
+    }
+    return results
+
+
+def worker_torch(args: argparse.Namespace) -> dict[str, Any]:
+    """transformers on PyTorch: load time and get_text_features latency, same threads."""
+    began = time.perf_counter()
+    import numpy as np
+    import torch
+    import transformers
+
+    imports_s = time.perf_counter() - began
+    torch.set_num_threads(args.threads)
+    loaded = time.perf_counter()
+    model = transformers.AutoModel.from_pretrained(args.checkpoint).eval()
+    load_s = time.perf_counter() - loaded
+    total_s = time.perf_counter() - began
+    memory = rss_mb()
+    from siglip_text.tokenization import SiglipTokenizer
+
+    tokenizer = SiglipTokenizer.from_file(Path(args.bundle_dir) / "tokenizer.json", max_length=64)
+    tower = getattr(model, "text_model", model)
+
+    def features(ids: Any) -> Any:
+        with torch.inference_mode():
+            return tower(input_ids=ids).pooler_output
+
+    results: dict[str, Any] = {"latency": {}}
+    for batch in args.batches:
+        ids = torch.from_numpy(tokenizer.encode_texts(texts_for(batch)).ids)
+        results["latency"][str(batch)] = {"torch": timed(lambda i=ids: features(i), args.runs)}
+    ids = torch.from_numpy(tokenizer.encode_texts(texts_for(max(args.batches))).ids)
+    pooled = features(ids).numpy()
+    np.save(args.vectors_out, pooled / np.linalg.norm(pooled, axis=1, keepdims=True))
+    results["init"] = {"imports_s": imports_s, "load_s": load_s, "total_s": total_s, **memory}
+    return results
+
+
+def worker_floor(args: argparse.Namespace) -> dict[str, Any]:
+    """The machine's fp32 matmul throughput through ORT (MLAS) at the same thread count."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    shapes = [(64, 768, 3072), (64, 3072, 768), (64, 768, 768)]
+    out: dict[str, Any] = {"gflops": {}}
+    for m, k, n in shapes:
+        weight = numpy_helper.from_array(
+            np.random.default_rng(0).standard_normal((k, n)).astype(np.float32), "w"
+        )
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "w"], ["y"])],
+            "mm",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])],
+            initializer=[weight],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = args.threads
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = ort.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        x = np.random.default_rng(1).standard_normal((m, k)).astype(np.float32)
+        best = min(
+            timed(lambda s=session, f={"x": x}: s.run(None, f), 5)["median_ms"] for _ in range(5)
+        )
+        out["gflops"][f"{m}x{k}x{n}"] = 2 * m * k * n / (best / 1000) / 1e9
+    out["model_gflop_per_query"] = model_gflop(Path(args.bundle_dir) / "text_model.onnx")
+    _ = onnx
+    return out
+
+
+def model_gflop(path: Path, length: int = 64) -> float:
+    """FLOPs of one 64-token query: weight MatMuls/Gemms on all positions plus attention."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path), load_external_data=False)
+    shapes = {init.name: list(init.dims) for init in model.graph.initializer}
+    flops = 0
+    hidden = 0
+    for node in model.graph.node:
+        if node.op_type in ("MatMul", "Gemm", "MatMulInteger", "DynamicQuantizeMatMul"):
+            for name in node.input[1:2]:
+                dims = shapes.get(name)
+                if dims and len(dims) == 2:
+                    flops += 2 * length * dims[0] * dims[1]
+                    hidden = max(hidden, min(dims))
+    softmaxes = sum(1 for node in model.graph.node if node.op_type == "Softmax")
+    flops += softmaxes * 4 * length * length * hidden
+    _ = numpy_helper
+    return flops / 1e9
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def run_worker(kind: str, args: argparse.Namespace, **extra: str) -> dict[str, Any]:
+    command = [
+        sys.executable,
+        __file__,
+        "--worker",
+        kind,
+        "--threads",
+        str(args.threads),
+        "--runs",
+        str(args.runs),
+        "--batches",
+        ",".join(map(str, args.batches)),
+    ]
+    for key, value in extra.items():
+        command += [f"--{key.replace('_', '-')}", value]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIGLIP_")}
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT), str(ROOT / "handler"), env.get("PYTHONPATH", "")]
+    )
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{kind} worker failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--bundle",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="an artifact bundle to measure (repeat: fp32=DIR int8=DIR)",
+    )
+    parser.add_argument(
+        "--checkpoint", help="save_pretrained dir of the same weights (PyTorch leg)"
+    )
+    parser.add_argument("--batches", default="1,8,32")
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=None, help="default: CPUs available")
+    parser.add_argument("--memory-sizes", default="1024,1769,2048,3008,3538,4096")
+    parser.add_argument("--json", help="also write all figures here")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--bundle-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--vectors-out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.batches = [int(b) for b in str(args.batches).split(",")]
+    if args.threads is None:
+        from siglip_text.config import available_cpus
+
+        args.threads = available_cpus()
+    if args.worker:
+        worker = {"ort": worker_ort, "torch": worker_torch, "floor": worker_floor}[args.worker]
+        print(json.dumps(worker(args)))
+        return
+    bundles = dict(item.split("=", 1) for item in args.bundle) or {
+        "fp32": str(ROOT / "handler" / "siglip_text" / "demo")
+    }
+    bundles = {name: str(Path(path).expanduser()) for name, path in bundles.items()}
+    import tempfile
+
+    import numpy as np
+
+    tmp = Path(tempfile.mkdtemp(prefix="siglip-bench-"))
+    figures: dict[str, Any] = {"threads": args.threads, "batches": args.batches, "runs": args.runs}
+    for name, path in bundles.items():
+        figures[name] = run_worker(
+            "ort", args, bundle_dir=path, vectors_out=str(tmp / f"{name}.npy")
+        )
+    first = next(iter(bundles.values()))
+    if args.checkpoint:
+        figures["torch"] = run_worker(
+            "torch",
+            args,
+            checkpoint=str(Path(args.checkpoint).expanduser()),
+            bundle_dir=first,
+            vectors_out=str(tmp / "torch.npy"),
+        )
+    try:
+        figures["floor"] = run_worker("floor", args, bundle_dir=first)
+    except SystemExit as exc:  # onnx not installed: no floor
+        figures["floor"] = {"error": str(exc).splitlines()[0]}
+    reference = tmp / ("torch.npy" if args.checkpoint else f"{next(iter(bundles))}.npy")
+    figures["fidelity"] = {
+        name: float((np.load(tmp / f"{name}.npy") * np.load(reference)).sum(axis=1).min())
+        for name in bundles
+    }
+    print(report(figures, bundles, args))
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+
+
+def report(figures: dict[str, Any], bundles: dict[str, str], args: argparse.Namespace) -> str:
+    from benchmarks.cost import cost_per_million, latency_at_memory
+
+    lines = [f"## Latency (ms), {args.threads} thread(s), {args.runs} runs each, median / p99", ""]
+    torch = figures.get("torch")
+    lines.append(
+        "| precision | batch | session.run | handler | handler - run | PyTorch | handler / PyTorch |"
+    )
+    lines.append("|---|---|---|---|---|---|---|")
+    for name in bundles:
+        for batch in args.batches:
+            leg = figures[name]["latency"][str(batch)]
+            raw, handler = leg["raw"], leg["handler"]
+            row = [
+                name,
+                str(batch),
+                f"{raw['median_ms']:.2f} / {raw['p99_ms']:.2f}",
+                f"{handler['median_ms']:.2f} / {handler['p99_ms']:.2f}",
+                f"{handler['median_ms'] - raw['median_ms']:.2f}",
+            ]
+            if torch:
+                pt = torch["latency"][str(batch)]["torch"]
+                row += [
+                    f"{pt['median_ms']:.2f} / {pt['p99_ms']:.2f}",
+                    f"{handler['median_ms'] / pt['median_ms']:.3f}",
+                ]
+            else:
+                row += ["-", "-"]
+            lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "## Init (s) and memory", ""]
+    lines.append(
+        "| leg | imports | tokenizer | session | probe | total init | vs PyTorch load | peak RSS MB | model file MB | RSS / file |"
+    )
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    for name in bundles:
+        init = figures[name]["init"]
+        ratio = f"{init['total_s'] / torch['init']['total_s']:.3f}" if torch else "-"
+        lines.append(
+            f"| {name} | {init['imports_s']:.3f} | {init['tokenizer_s']:.3f} | {init['session_s']:.3f} | "
+            f"{init['probe_s']:.3f} | {init['total_s']:.3f} | {ratio} | {init['peak_rss_mb']:.0f} | "
+            f"{init['model_file_mb']:.1f} | {init['peak_rss_mb'] / max(init['model_file_mb'], 1e-9):.2f} |"
+        )
+    if torch:
+        init = torch["init"]
+        lines.append(
+            f"| PyTorch | {init['imports_s']:.3f} | - | {init['load_s']:.3f} (from_pretrained) | - | "
+            f"{init['total_s']:.3f} | 1 | {init['peak_rss_mb']:.0f} | - | - |"
+        )
+    floor = figures.get("floor", {})
+    if "gflops" in floor:
+        best = max(floor["gflops"].values())
+        gflop = floor["model_gflop_per_query"]
+        floor_ms = gflop / best * 1000
+        lines += ["", "## Matmul floor (fp32, batch 1)", ""]
+        lines.append(
+            f"measured ORT MatMul throughput: {', '.join(f'{k}: {v:.1f}' for k, v in floor['gflops'].items())} GFLOP/s"
+        )
+        lines.append(
+            f"model: {gflop:.2f} GFLOP per 64-token query -> floor {floor_ms:.2f} ms at {best:.1f} GFLOP/s"
+        )
+        first = next(iter(bundles))
+        if "1" in figures[first]["latency"]:
+            raw = figures[first]["latency"]["1"]["raw"]["median_ms"]
+            lines.append(
+                f"{first} session.run batch 1: {raw:.2f} ms = {raw / floor_ms:.2f} x the floor"
+            )
+    lines += [
+        "",
+        "## Fidelity (min cosine to " + ("PyTorch" if torch else next(iter(bundles))) + ")",
+        "",
+    ]
+    lines += [f"- {name}: {value:.6f}" for name, value in figures["fidelity"].items()]
+    sizes = [int(m) for m in str(args.memory_sizes).split(",")]
+    lines += [
+        "",
+        "## Cost per million single-text queries (handler median latency, REST API)",
+        "",
+        "Latency at each memory size is estimated from the 1-thread latency scaled by the CPU "
+        "share below one vCPU; measured here on x86_64 and assumed equal on arm64.",
+        "",
+    ]
+    lines.append("| precision | memory MB | vCPU | est. ms | x86_64 $ | arm64 $ |")
+    lines.append("|---|---|---|---|---|---|")
+    for name in bundles:
+        if "1" not in figures[name]["latency"]:
+            continue
+        by_threads = {args.threads: figures[name]["latency"]["1"]["handler"]["median_ms"]}
+        if args.threads > 1:
+            by_threads[1] = figures[name]["one_thread_ms"]
+        for memory in sizes:
+            ms = latency_at_memory(by_threads, memory)
+            x86 = cost_per_million(ms, memory_mb=memory, architecture="x86_64")
+            arm = cost_per_million(ms, memory_mb=memory, architecture="arm64")
+            lines.append(
+                f"| {name} | {memory} | {memory / 1769:.2f} | {ms:.1f} | {x86.total_usd:.2f} | {arm.total_usd:.2f} |"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
