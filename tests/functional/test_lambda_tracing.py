@@ -1,0 +1,47 @@
+"""X-Ray tracing is wired only when enabled, and never records responses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import EVENTS
+
+SCRIPT = f"""
+import json, sys
+import siglip_text.lambda_function as lf
+from tests.conftest import LambdaContext
+event = json.load(open({str(EVENTS / "rest-embeddings-text.json")!r}))
+result = lf.handler(event, LambdaContext())
+print("STATUS", result["statusCode"], "TRACER", hasattr(lf, "tracer"),
+      "XRAY", "aws_xray_sdk.core" in sys.modules)
+"""
+
+
+def run_with(trace_disabled: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIGLIP_", "POWERTOOLS_"))}
+    env.update(
+        SIGLIP_MODEL_DIR=os.path.join("handler", "siglip_text", "demo"),
+        SIGLIP_ORT_INTRA_OP_THREADS="1",
+        POWERTOOLS_TRACE_DISABLED=trace_disabled,
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=EVENTS.parent,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.splitlines()[-1]
+
+
+def test_tracing_disabled_never_imports_the_xray_sdk() -> None:
+    assert run_with("true") == "STATUS 200 TRACER False XRAY False"
+
+
+def test_tracing_enabled_wraps_the_handler_and_still_answers() -> None:
+    assert run_with("false") == "STATUS 200 TRACER True XRAY True"
