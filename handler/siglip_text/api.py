@@ -166,7 +166,10 @@ def create_app(
         }
 
     @app.get("/v1/models", summary="The one served model (OpenAI list-models shape)")
-    async def list_models() -> dict[str, Any]:
+    async def list_models(request: Request) -> dict[str, Any]:
+        # Everything under /v1 is the OpenAI API and takes the key; /health stays open (probes).
+        if authenticator is not None:
+            authenticator(request.headers.get("authorization"))
         return {
             "object": "list",
             "data": [
