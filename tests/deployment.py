@@ -1,0 +1,304 @@
+"""Readers of the deployment files (template.yaml, handler/Dockerfile, .dockerignore).
+
+They read just the subset of each format that the project uses and refuse anything else, so
+that a new Dockerfile instruction or template construct makes the tests fail loudly instead of
+being skipped silently.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATE = ROOT / "template.yaml"
+DOCKERFILE = ROOT / "handler" / "Dockerfile"
+DOCKERIGNORE = ROOT / ".dockerignore"
+REQUIREMENTS_IN = ROOT / "layers" / "python" / "requirements.in"
+REQUIREMENTS_TXT = ROOT / "layers" / "python" / "requirements.txt"
+#: What the AWS Lambda base images set LAMBDA_TASK_ROOT to (and their working directory).
+LAMBDA_TASK_ROOT = "/var/task"
+
+
+# --- template.yaml ----------------------------------------------------------------------------
+
+
+class _CloudFormationLoader(yaml.SafeLoader):
+    """YAML with CloudFormation's short intrinsic tags (!Ref, !Sub, !If, ...) as their long form."""
+
+
+def _intrinsic(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    value: Any
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    if suffix == "Ref":
+        return {"Ref": value}
+    if suffix == "GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)
+    return {f"Fn::{suffix}": value}
+
+
+_CloudFormationLoader.add_multi_constructor("!", _intrinsic)
+
+
+def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
+    return yaml.load(path.read_text(), Loader=_CloudFormationLoader)  # noqa: S506
+
+
+class Unresolvable(ValueError):
+    """Raised when a template value needs something only CloudFormation knows."""
+
+
+NO_VALUE = object()
+
+
+def parameter_defaults(template: dict[str, Any], **overrides: str) -> dict[str, str]:
+    """Every parameter's value as CloudFormation passes it (a string): default or override."""
+    values = {
+        name: str(spec["Default"])
+        for name, spec in template.get("Parameters", {}).items()
+        if "Default" in spec
+    }
+    unknown = set(overrides) - set(template.get("Parameters", {}))
+    if unknown:
+        raise KeyError(f"not template parameters: {sorted(unknown)}")
+    values.update(overrides)
+    return values
+
+
+def evaluate_conditions(template: dict[str, Any], params: dict[str, str]) -> dict[str, bool]:
+    conditions = template.get("Conditions", {})
+    done: dict[str, bool] = {}
+
+    def evaluate(value: Any) -> Any:
+        if isinstance(value, dict) and len(value) == 1:
+            ((key, arg),) = value.items()
+            if key == "Ref":
+                return params[arg]
+            if key == "Condition":
+                return condition(arg)
+            if key == "Fn::Equals":
+                left, right = (evaluate(v) for v in arg)
+                return str(left) == str(right)
+            if key == "Fn::Not":
+                return not evaluate(arg[0])
+            if key == "Fn::And":
+                return all(evaluate(v) for v in arg)
+            if key == "Fn::Or":
+                return any(evaluate(v) for v in arg)
+            raise Unresolvable(f"condition function {key}")
+        return value
+
+    def condition(name: str) -> bool:
+        if name not in done:
+            done[name] = bool(evaluate(conditions[name]))
+        return done[name]
+
+    return {name: condition(name) for name in conditions}
+
+
+def resolve(
+    value: Any,
+    params: dict[str, str],
+    conditions: dict[str, bool],
+    refs: dict[str, str] | None = None,
+) -> Any:
+    """A template value with parameters, conditions and the given resource refs substituted."""
+    refs = refs or {}
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, dict) and len(item) == 1:
+            ((key, arg),) = item.items()
+            if key == "Ref":
+                if arg == "AWS::NoValue":
+                    return NO_VALUE
+                if arg in params:
+                    return params[arg]
+                if arg in refs:
+                    return refs[arg]
+                raise Unresolvable(f"Ref {arg}")
+            if key == "Fn::If":
+                name, then, otherwise = arg
+                return walk(then if conditions[name] else otherwise)
+            if key == "Fn::Sub" and isinstance(arg, str):
+                names = {**params, **refs}
+
+                def substitute(match: re.Match[str]) -> str:
+                    if match.group(1) not in names:
+                        raise Unresolvable(f"Sub ${{{match.group(1)}}}")
+                    return names[match.group(1)]
+
+                return re.sub(r"\$\{([A-Za-z0-9:]+)\}", substitute, arg)
+            if key.startswith("Fn::"):
+                raise Unresolvable(key)
+        if isinstance(item, dict):
+            walked = {k: walk(v) for k, v in item.items()}
+            return {k: v for k, v in walked.items() if v is not NO_VALUE}
+        if isinstance(item, list):
+            return [v for v in (walk(i) for i in item) if v is not NO_VALUE]
+        return item
+
+    return walk(value)
+
+
+def function_resource(template: dict[str, Any]) -> dict[str, Any]:
+    functions = [
+        r for r in template["Resources"].values() if r["Type"] == "AWS::Serverless::Function"
+    ]
+    assert len(functions) == 1, "the template should define exactly one function"
+    return functions[0]
+
+
+def function_environment(template: dict[str, Any], **overrides: str) -> dict[str, str]:
+    """The function's environment as deployed with default parameters (plus overrides)."""
+    params = parameter_defaults(template, **overrides)
+    conditions = evaluate_conditions(template, params)
+    refs = {"ApiKeySecret": "arn:aws:secretsmanager:us-east-1:123456789012:secret:key-AbCdEf"}
+    variables = function_resource(template)["Properties"]["Environment"]["Variables"]
+    return {k: str(v) for k, v in resolve(variables, params, conditions, refs).items()}
+
+
+# --- handler/Dockerfile -----------------------------------------------------------------------
+
+
+@dataclass
+class Dockerfile:
+    """What the project's Dockerfile does, with ARG and ENV values substituted."""
+
+    base_image: str
+    args: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    #: ("COPY", source, destination) or ("RUN", shell command), in order.
+    steps: list[tuple[str, ...]] = field(default_factory=list)
+    cmd: list[str] = field(default_factory=list)
+
+
+def _logical_lines(text: str) -> list[str]:
+    lines: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        stripped = raw.strip()
+        if not pending and (not stripped or stripped.startswith("#")):
+            continue
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        lines.append(pending + stripped)
+        pending = ""
+    if pending:
+        raise ValueError("the Dockerfile ends with a line continuation")
+    return lines
+
+
+def parse_dockerfile(
+    path: Path = DOCKERFILE, build_args: dict[str, str] | None = None
+) -> Dockerfile:
+    """Parse ARG, FROM, ENV, COPY, RUN and CMD; anything else is refused (ValueError)."""
+    variables = {"LAMBDA_TASK_ROOT": LAMBDA_TASK_ROOT}
+    build_args = dict(build_args or {})
+    declared: dict[str, str] = {}
+    env: dict[str, str] = {}
+    result: Dockerfile | None = None
+
+    def substitute(text: str) -> str:
+        def value(match: re.Match[str]) -> str:
+            name = match.group(1) or match.group(2)
+            if name not in variables:
+                raise ValueError(f"undefined variable ${name} in the Dockerfile")
+            return variables[name]
+
+        return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", value, text)
+
+    for line in _logical_lines(path.read_text()):
+        keyword, _, rest = line.partition(" ")
+        keyword = keyword.upper()
+        rest = rest.strip()
+        if keyword == "ARG":
+            name, _, default = rest.partition("=")
+            declared[name] = default
+            variables[name] = build_args.pop(name, default)
+        elif keyword == "FROM":
+            result = Dockerfile(base_image=substitute(rest))
+        elif result is None:
+            raise ValueError(f"{keyword} before FROM")
+        elif keyword == "ENV":
+            for pair in shlex.split(substitute(rest)):
+                name, sep, value = pair.partition("=")
+                if not sep:
+                    raise ValueError("ENV must use the NAME=value form")
+                env[name] = variables[name] = value
+        elif keyword == "COPY":
+            parts = shlex.split(substitute(rest))
+            if len(parts) != 2 or parts[0].startswith("--"):
+                raise ValueError(f"COPY must be 'COPY <source> <destination>': {line}")
+            result.steps.append(("COPY", parts[0], parts[1]))
+        elif keyword == "RUN":
+            result.steps.append(("RUN", substitute(rest)))
+        elif keyword == "CMD":
+            result.cmd = json.loads(rest)
+        else:
+            raise ValueError(f"unsupported Dockerfile instruction {keyword}")
+    if result is None:
+        raise ValueError("no FROM in the Dockerfile")
+    if build_args:
+        raise ValueError(f"build arguments the Dockerfile does not declare: {sorted(build_args)}")
+    result.args = declared
+    result.env = env
+    return result
+
+
+# --- .dockerignore ----------------------------------------------------------------------------
+
+
+def dockerignore_patterns(path: Path = DOCKERIGNORE) -> list[str]:
+    return [
+        line.strip()
+        for line in path.read_text().splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
+
+
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    pattern = pattern.strip("/")
+    out = ""
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out += "(?:.*/)?"
+            i += 3
+        elif pattern.startswith("**", i):
+            out += ".*"
+            i += 2
+        elif pattern[i] == "*":
+            out += "[^/]*"
+            i += 1
+        elif pattern[i] == "?":
+            out += "[^/]"
+            i += 1
+        else:
+            out += re.escape(pattern[i])
+            i += 1
+    return re.compile(out)
+
+
+def excluded_from_context(relative: str, patterns: list[str]) -> bool:
+    """Docker's rule: the last pattern matching the path (or one of its parents) decides."""
+    parts = relative.strip("/").split("/")
+    candidates = ["/".join(parts[: n + 1]) for n in range(len(parts))]
+    excluded = False
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        regex = _pattern_regex(pattern[1:] if negate else pattern)
+        if any(regex.fullmatch(candidate) for candidate in candidates):
+            excluded = not negate
+    return excluded

@@ -1,0 +1,373 @@
+"""template.yaml, handler/Dockerfile, .dockerignore and the dependency lock agree with the code.
+
+The deployment files name things the code defines (the handler, SIGLIP_* settings, routes,
+the model directory, dependencies); each test reads both sides so that they cannot drift.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import tomllib
+import uuid
+from typing import Any
+
+import pytest
+from fastapi.routing import APIRoute
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+from siglip_text.api import create_app
+from siglip_text.config import ENV_PREFIX, Settings, load_settings
+from siglip_text.embedding import EmbeddingService
+
+from tests.deployment import (
+    DOCKERFILE,
+    REQUIREMENTS_IN,
+    REQUIREMENTS_TXT,
+    ROOT,
+    TEMPLATE,
+    dockerignore_patterns,
+    evaluate_conditions,
+    excluded_from_context,
+    function_environment,
+    function_resource,
+    load_template,
+    parameter_defaults,
+    parse_dockerfile,
+    resolve,
+)
+from tests.openai_shapes import assert_openai_error
+
+HANDLER = "siglip_text.lambda_function.handler"
+#: Powertools settings the function sets; each is read by Powertools or lambda_function.py.
+POWERTOOLS_VARIABLES = {
+    "POWERTOOLS_SERVICE_NAME",
+    "POWERTOOLS_METRICS_NAMESPACE",
+    "POWERTOOLS_LOG_LEVEL",
+    "POWERTOOLS_TRACE_DISABLED",
+}
+#: Never in the function image (export/benchmark/server tools, or the training framework).
+NOT_IN_IMAGE = {"torch", "transformers", "onnx", "uvicorn", "optimum", "sentencepiece"}
+#: onnxruntime releases before this crash at import on arm64 Lambda (onnxruntime#10038).
+ORT_ARM64_FIX = Version("1.26.0")
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return load_template()
+
+
+@pytest.fixture(scope="module")
+def function(template: dict[str, Any]) -> dict[str, Any]:
+    return function_resource(template)
+
+
+def lock() -> dict[str, list[tuple[Version, str]]]:
+    """requirements.txt: name -> [(pinned version, marker)], with every entry hashed."""
+    text = REQUIREMENTS_TXT.read_text()
+    entries: dict[str, list[tuple[Version, str]]] = {}
+    for block in re.split(r"\n(?=\S)", text):
+        first = block.splitlines()[0].rstrip(" \\")
+        if not first or first.startswith("#"):
+            continue
+        requirement = Requirement(first)
+        assert "--hash=sha256:" in block, f"{requirement.name} has no hash"
+        (spec,) = requirement.specifier
+        assert spec.operator == "==", f"{requirement.name} is not pinned"
+        marker = str(requirement.marker) if requirement.marker else ""
+        entries.setdefault(canonicalize_name(requirement.name), []).append(
+            (Version(spec.version), marker)
+        )
+    return entries
+
+
+# --- the function: command and environment -----------------------------------------------
+
+
+def test_dockerfile_cmd_and_template_command_are_the_lambda_entry_point(
+    function: dict[str, Any],
+) -> None:
+    assert parse_dockerfile().cmd == [HANDLER]
+    assert function["Properties"]["ImageConfig"]["Command"] == [HANDLER]
+    module, _, attribute = HANDLER.rpartition(".")
+    source = ROOT / "handler" / (module.replace(".", "/") + ".py")
+    tree = ast.parse(source.read_text())
+    top_level = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert attribute in top_level
+
+
+def test_function_is_an_image_with_architecture_memory_and_admission_from_parameters(
+    function: dict[str, Any], template: dict[str, Any]
+) -> None:
+    props = function["Properties"]
+    assert props["PackageType"] == "Image"
+    assert props["Architectures"] == [{"Ref": "Architecture"}]
+    assert set(template["Parameters"]["Architecture"]["AllowedValues"]) == {"x86_64", "arm64"}
+    assert props["MemorySize"] == {"Ref": "MemorySize"}
+    assert "1,769 MB" in template["Parameters"]["MemorySize"]["Description"]
+    assert props["ReservedConcurrentExecutions"] == {"Ref": "ReservedConcurrency"}
+    assert props["ProvisionedConcurrencyConfig"]["Fn::If"][0] == "HasProvisionedConcurrency"
+    assert props["AutoPublishAlias"] == "live"
+    assert int(template["Parameters"]["Timeout"]["Default"]) < 29  # API Gateway waits 29 s
+
+
+def test_sam_builds_the_dockerfile_from_the_root_with_arguments_it_declares(
+    function: dict[str, Any], template: dict[str, Any]
+) -> None:
+    metadata = function["Metadata"]
+    context = ROOT / metadata["DockerContext"]
+    assert context.resolve() == ROOT
+    assert (context / metadata["Dockerfile"]).resolve() == DOCKERFILE
+    params = parameter_defaults(template)
+    build_args = resolve(metadata["DockerBuildArgs"], params, {})
+    dockerfile = parse_dockerfile(build_args=build_args)  # refuses undeclared arguments
+    for name, value in build_args.items():
+        assert dockerfile.args[name] == value, f"template and Dockerfile defaults differ: {name}"
+    assert (ROOT / build_args["MODEL_DIR"]).is_dir()
+    # the bundle parameter accepts the demo and directories under layers/ (the build context)
+    pattern = re.compile(template["Parameters"]["ModelDir"]["AllowedPattern"])
+    for accepted in ("layers/model", "layers/model-large", "handler/siglip_text/demo"):
+        assert pattern.fullmatch(accepted)
+    assert not pattern.fullmatch("../elsewhere") and not pattern.fullmatch("/abs/model")
+
+
+@pytest.mark.parametrize("auth_mode", ["none", "api-key"])
+def test_every_siglip_variable_of_the_function_is_a_setting_and_parses(
+    template: dict[str, Any], auth_mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the environment the function gets with default parameters, plus the image's ENV
+    env = {**parse_dockerfile().env, **function_environment(template, AuthMode=auth_mode)}
+    names = {k for k in env if k.startswith(ENV_PREFIX)}
+    # THEN each SIGLIP_ name is a field of Settings, and every POWERTOOLS_ name a known one
+    fields = {f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields}
+    assert names <= fields, names - fields
+    assert {k for k in env if not k.startswith(ENV_PREFIX)} <= POWERTOOLS_VARIABLES | {
+        "ORT_DISABLE_TELEMETRY"  # onnxruntime's telemetry writes under $HOME and uploads
+    }
+    # AND the values parse as valid settings
+    for key in [k for k in os.environ if k.startswith(ENV_PREFIX)]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    settings = load_settings()
+    assert settings.auth_mode == auth_mode
+    assert (settings.api_key_secret_arn is not None) == (auth_mode == "api-key")
+
+
+def test_model_dir_of_the_function_is_where_the_image_puts_the_chosen_bundle(
+    template: dict[str, Any],
+) -> None:
+    # GIVEN a bundle chosen with the MODEL_DIR build argument
+    dockerfile = parse_dockerfile(build_args={"MODEL_DIR": "layers/model-large"})
+    # THEN it is copied once, to the directory both the image and the function point at
+    (bundle,) = [s for s in dockerfile.steps if s[0] == "COPY" and s[1] == "layers/model-large/"]
+    destination = bundle[2].rstrip("/")
+    assert dockerfile.env["SIGLIP_MODEL_DIR"] == destination
+    assert function_environment(template)["SIGLIP_MODEL_DIR"] == destination
+
+
+def test_image_layers_are_dependencies_then_bundle_then_package() -> None:
+    steps = [s for s in parse_dockerfile().steps if s[0] == "COPY"]
+    sources = [s[1] for s in steps]
+    assert sources == ["layers/python/requirements.txt", "layers/model/", "handler/siglip_text/"]
+    runs = [s[1] for s in parse_dockerfile().steps if s[0] == "RUN"]
+    install = runs[0]
+    for flag in ("--require-hashes", "--only-binary=:all:", "--no-cache-dir", "--target"):
+        assert flag in install
+    assert re.match(r"public\.ecr\.aws/lambda/python:3\.(1[2-9])$", parse_dockerfile().base_image)
+
+
+# --- the API: routes and gateway responses -------------------------------------------------
+
+
+def test_api_routes_are_exactly_the_apps_routes(
+    function: dict[str, Any], service: EmbeddingService, settings: Settings
+) -> None:
+    events = function["Properties"]["Events"].values()
+    routed = {
+        (e["Properties"]["Method"].upper(), e["Properties"]["Path"])
+        for e in events
+        if e["Type"] == "Api"
+    }
+    app = create_app(service, settings)
+    served = {
+        (method, route.path)
+        for route in app.routes
+        if isinstance(route, APIRoute)
+        for method in route.methods
+    }
+    assert routed == served
+    assert {("POST", "/v1/embeddings"), ("GET", "/health")} <= routed
+    api_ids = {json.dumps(e["Properties"]["RestApiId"]) for e in events}
+    assert api_ids == {json.dumps({"Ref": "SiglipTextApi"})}
+
+
+def gateway_responses(template: dict[str, Any]) -> dict[str, Any]:
+    return template["Resources"]["SiglipTextApi"]["Properties"]["GatewayResponses"]
+
+
+def test_stage_throttling_and_a_throttled_lambda_reach_clients_as_429_with_retry_after(
+    template: dict[str, Any],
+) -> None:
+    responses = gateway_responses(template)
+    # THROTTLED: stage throttling; INTEGRATION_FAILURE: how a throttled Lambda (reserved
+    # concurrency reached) reaches a proxy integration, otherwise answered with a 500.
+    for kind in ("THROTTLED", "INTEGRATION_FAILURE"):
+        assert responses[kind]["StatusCode"] == "429", kind
+        assert responses[kind]["ResponseParameters"]["Headers"]["Retry-After"] == "'1'", kind
+        body = render(responses[kind]["ResponseTemplates"]["application/json"])
+        assert body["error"]["type"] == "rate_limit_error"
+        assert body["error"]["code"] == "rate_limit_exceeded"
+    assert responses["INTEGRATION_TIMEOUT"]["StatusCode"] == "504"
+    assert responses["REQUEST_TOO_LARGE"]["StatusCode"] == "413"
+    assert {"DEFAULT_4XX", "DEFAULT_5XX"} <= set(responses)
+    stage = template["Resources"]["SiglipTextApi"]["Properties"]["MethodSettings"][0]
+    assert stage["ThrottlingRateLimit"] == {"Ref": "ThrottlingRateLimit"}
+    assert stage["ThrottlingBurstLimit"] == {"Ref": "ThrottlingBurstLimit"}
+
+
+def render(body_template: str) -> dict[str, Any]:
+    """A gateway response body as API Gateway fills it: plain $context substitution."""
+    used = set(re.findall(r"\$context\.[A-Za-z.]+", body_template))
+    # Only variables that cannot break the JSON: messageString is a quoted JSON string.
+    assert used <= {"$context.requestId", "$context.error.messageString"}, used
+    text = body_template.replace("$context.error.messageString", json.dumps('Gateway "error"'))
+    return json.loads(text.replace("$context.requestId", str(uuid.uuid4())))
+
+
+def test_every_gateway_response_body_is_an_openai_error_with_a_string_code(
+    template: dict[str, Any],
+) -> None:
+    for kind, response in gateway_responses(template).items():
+        body = render(response["ResponseTemplates"]["application/json"])
+        assert_openai_error(body)
+        assert isinstance(body["error"]["code"], str) and body["error"]["code"], kind
+        assert body["error"]["type"] in {
+            "invalid_request_error",
+            "rate_limit_error",
+            "server_error",
+        }
+
+
+# --- authentication ------------------------------------------------------------------------
+
+
+def test_api_key_mode_creates_a_generated_secret_and_lets_only_the_function_read_it(
+    template: dict[str, Any], function: dict[str, Any]
+) -> None:
+    assert set(template["Parameters"]["AuthMode"]["AllowedValues"]) == {"none", "api-key"}
+    secret = template["Resources"]["ApiKeySecret"]
+    assert secret["Type"] == "AWS::SecretsManager::Secret"
+    assert secret["Condition"] == "UseApiKey"
+    assert "SecretString" not in secret["Properties"]  # generated, never in the template
+    assert secret["Properties"]["GenerateSecretString"]["PasswordLength"] >= 32
+    (policy,) = function["Properties"]["Policies"]
+    condition, granted, otherwise = policy["Fn::If"]
+    assert condition == "UseApiKey" and otherwise == {"Ref": "AWS::NoValue"}
+    assert granted["AWSSecretsManagerGetSecretValuePolicy"]["SecretArn"] == {"Ref": "ApiKeySecret"}
+    env = function_environment(template, AuthMode="api-key")
+    assert env["SIGLIP_API_KEY_SECRET_ARN"].startswith("arn:aws:secretsmanager:")
+    assert "SIGLIP_API_KEY_SECRET_ARN" not in function_environment(template, AuthMode="none")
+
+
+def test_conditions_follow_the_parameters(template: dict[str, Any]) -> None:
+    defaults = evaluate_conditions(template, parameter_defaults(template))
+    assert defaults["UseApiKey"] is True  # a public URL is protected by default
+    assert defaults["HasProvisionedConcurrency"] is False
+    changed = evaluate_conditions(
+        template, parameter_defaults(template, AuthMode="none", ProvisionedConcurrency="2")
+    )
+    assert changed["UseApiKey"] is False and changed["HasProvisionedConcurrency"] is True
+
+
+# --- observability and outputs -------------------------------------------------------------
+
+
+def test_alarms_watch_throttles_errors_and_p99_latency(template: dict[str, Any]) -> None:
+    alarms = [r["Properties"] for r in template["Resources"].values()]
+    alarms = [a for a in alarms if "MetricName" in a]
+    watched = {(a["Namespace"], a["MetricName"]) for a in alarms}
+    assert {("AWS/Lambda", "Throttles"), ("AWS/Lambda", "Errors")} <= watched
+    assert ("AWS/ApiGateway", "5XXError") in watched
+    latency = [a for a in alarms if a["MetricName"] == "Latency"]
+    assert latency and latency[0]["ExtendedStatistic"] == "p99"
+    api_name = template["Resources"]["SiglipTextApi"]["Properties"]["Name"]
+    for alarm in alarms:
+        dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+        if alarm["Namespace"] == "AWS/ApiGateway":
+            assert dimensions["ApiName"] == api_name  # else the alarm watches nothing
+        else:
+            assert dimensions["FunctionName"] == {"Ref": "SiglipTextFunction"}
+
+
+def test_outputs_give_the_v1_base_url_and_the_function_name(template: dict[str, Any]) -> None:
+    outputs = template["Outputs"]
+    assert outputs["ApiBaseUrl"]["Value"]["Fn::Sub"].endswith("/${StageName}/v1")
+    assert outputs["FunctionName"]["Value"] == {"Ref": "SiglipTextFunction"}
+
+
+def test_samconfig_overrides_only_template_parameters(template: dict[str, Any]) -> None:
+    config = tomllib.loads((ROOT / "samconfig.toml").read_text())
+    for command in config["default"].values():
+        overrides = command.get("parameter_overrides")
+        if overrides:
+            pairs = dict(item.split("=", 1) for item in overrides.split())
+            parameter_defaults(template, **pairs)  # KeyError on an unknown parameter
+
+
+# --- the build context and the dependency lock ---------------------------------------------
+
+
+def test_dockerignore_sends_the_copied_files_and_nothing_else() -> None:
+    patterns = dockerignore_patterns()
+    for kept in (
+        "layers/python/requirements.txt",
+        "layers/model/manifest.json",
+        "layers/model-large/text_model.onnx.data",
+        "handler/siglip_text/lambda_function.py",
+        "handler/siglip_text/demo/tokenizer.json",
+    ):
+        assert not excluded_from_context(kept, patterns), kept
+    for left_out in (
+        ".venv/lib/python3.11/site-packages/numpy/__init__.py",
+        ".git/HEAD",
+        ".wheelhouse/numpy.whl",
+        "tests/conftest.py",
+        "handler/siglip_text/__pycache__/api.cpython-313.pyc",
+        "README.md",
+    ):
+        assert excluded_from_context(left_out, patterns), left_out
+
+
+def test_requirements_in_lists_the_project_dependencies_and_boto3() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
+    listed = {
+        canonicalize_name(Requirement(line).name)
+        for line in REQUIREMENTS_IN.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert listed == wanted | {"boto3"}, "layers/python/requirements.in drifted from pyproject"
+
+
+def test_lock_pins_and_hashes_every_package_and_satisfies_the_project() -> None:
+    pinned = lock()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for dependency in project["dependencies"]:
+        requirement = Requirement(dependency)
+        versions = pinned[canonicalize_name(requirement.name)]
+        for version, _ in versions:
+            assert requirement.specifier.contains(version, prereleases=True), (dependency, version)
+        for extra in requirement.extras:  # aws-lambda-powertools[tracer] -> aws-xray-sdk
+            assert extra != "tracer" or "aws-xray-sdk" in pinned
+    assert not set(pinned) & NOT_IN_IMAGE
+    assert all(version >= ORT_ARM64_FIX for version, _ in pinned["onnxruntime"])
+
+
+def test_template_passes_cfn_lint() -> None:
+    api = pytest.importorskip("cfnlint.api", reason="cfn-lint is in the test extra")
+    matches = api.lint_file(TEMPLATE)
+    assert matches == [], "\n".join(str(m) for m in matches)
