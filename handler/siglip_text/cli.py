@@ -15,6 +15,11 @@ from collections.abc import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("siglip_text.server", "serve the OpenAI-compatible API with uvicorn"),
     "bench": ("siglip_text.bench", "HTTP load test of any /v1/embeddings endpoint"),
+    "export": ("siglip_text.export", "export a SigLIP checkpoint to a checked bundle (fp32/int8)"),
+    "verify": ("siglip_text.verify", "check a bundle or endpoint against reference ids/vectors"),
+    "reference": ("siglip_text.reference", "write reference ids and vectors with transformers"),
+    "embed": ("siglip_text.embed", "embed a text file or JSONL to .npy or JSONL"),
+    "zero-shot": ("siglip_text.zero_shot", "top-1/top-5 accuracy from image embeddings"),
 }
 
 

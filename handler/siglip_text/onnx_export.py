@@ -20,9 +20,23 @@ def text_tower(model: Any) -> Any:
 
 
 def export_text_tower(
-    model: Any, path: Path, *, max_length: int, opset: int = DEFAULT_OPSET
+    model: Any,
+    path: Path,
+    *,
+    max_length: int,
+    opset: int = DEFAULT_OPSET,
+    external_data: bool | None = None,
 ) -> None:
-    """Write ``path`` (and ``path.data`` when the weights exceed protobuf's 2 GB limit)."""
+    """Write ``path``, and ``path.data`` when the weights exceed protobuf's 2 GB limit.
+
+    ``external_data`` forces (True) or forbids (False) the ``.data`` file; None decides by
+    size. The exporter itself writes one file per tensor next to a graph over 2 GB, so it
+    writes into a scratch directory and only the final files reach ``path``'s directory.
+    """
+    import shutil
+    import tempfile
+    import warnings
+
     import torch
 
     tower = text_tower(model).eval()
@@ -37,33 +51,75 @@ def export_text_tower(
 
     wrapper = PooledText(tower).eval()
     size = sum(p.numel() * p.element_size() for p in wrapper.parameters())
+    if external_data is None:
+        external_data = size >= PROTOBUF_LIMIT - 64 * 1024**2
     example = torch.zeros((1, max_length), dtype=torch.long)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with torch.no_grad():
-        torch.onnx.export(
-            wrapper,
-            (example,),
-            str(path),
-            input_names=["input_ids"],
-            output_names=["text_embeds"],
-            dynamic_axes={"input_ids": {0: "batch"}, "text_embeds": {0: "batch"}},
-            opset_version=opset,
-            do_constant_folding=True,
-            dynamo=False,
-        )
-    if size >= PROTOBUF_LIMIT - 64 * 1024**2:
-        _move_to_external_data(path)
+    scratch = Path(tempfile.mkdtemp(prefix=".export-", dir=path.parent))
+    try:
+        staged = scratch / path.name
+        with torch.no_grad(), warnings.catch_warnings():
+            # The trace is taken at the contract's fixed length; shape checks in the model's
+            # Python code become constants, which is what the fixed-length graph wants.
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            torch.onnx.export(
+                wrapper,
+                (example,),
+                str(staged),
+                input_names=["input_ids"],
+                output_names=["text_embeds"],
+                dynamic_axes={"input_ids": {0: "batch"}, "text_embeds": {0: "batch"}},
+                opset_version=opset,
+                do_constant_folding=True,
+                dynamo=False,
+            )
+        if external_data or len(list(scratch.iterdir())) > 1:
+            import onnx
+
+            save_onnx(onnx.load(str(staged)), path, external_data=external_data)
+        else:
+            external_data_path(path).unlink(missing_ok=True)
+            staged.replace(path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _move_to_external_data(path: Path) -> None:
+def external_data_path(path: Path) -> Path:
+    """Where a graph's weights go when they are stored outside it: ``text_model.onnx.data``."""
+    return path.with_name(path.name + ".data")
+
+
+def save_onnx(model: Any, path: Path, *, external_data: bool | None = None) -> None:
+    """Save an ``onnx.ModelProto``: one file, or the graph plus one ``.data`` file.
+
+    None decides by size: external data when the initializers approach protobuf's 2 GB
+    limit. A stale ``.data`` file is removed first (onnx appends to an existing one).
+    """
     import onnx
 
-    model = onnx.load(str(path))
-    onnx.save_model(
-        model,
-        str(path),
-        save_as_external_data=True,
-        all_tensors_to_one_file=True,
-        location=path.name + ".data",
-        size_threshold=1024,
-    )
+    if external_data is None:
+        weights = sum(_tensor_bytes(t) for t in model.graph.initializer)
+        external_data = weights >= PROTOBUF_LIMIT - 64 * 1024**2
+    data = external_data_path(path)
+    data.unlink(missing_ok=True)
+    if external_data:
+        onnx.save_model(
+            model,
+            str(path),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=data.name,
+            size_threshold=1024,
+        )
+    else:
+        onnx.save_model(model, str(path))
+
+
+def _tensor_bytes(tensor: Any) -> int:
+    import numpy as np
+    from onnx import helper
+
+    if tensor.raw_data:
+        return len(tensor.raw_data)
+    count = int(np.prod(tensor.dims)) if tensor.dims else 1
+    return count * np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize

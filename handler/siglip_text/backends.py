@@ -1,0 +1,176 @@
+"""Where the tools (embed, verify, zero-shot) get vectors: a bundle in process or an endpoint.
+
+``--model-dir`` / ``--demo`` / the ``SIGLIP_*`` variables load a bundle through
+``load_service``, exactly as ``serve`` does; ``--url`` sends the texts to a running
+OpenAI-compatible endpoint with the official ``openai`` client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from .config import demo_model_dir, load_settings
+from .embedding import EmbeddingService, load_service
+from .tool_io import ToolError
+
+
+class Embedder(Protocol):
+    """Unit vectors for texts or token-id rows, from whichever backend."""
+
+    model_id: str
+    dimension: int
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_token_ids(self, rows: Sequence[Sequence[int]]) -> np.ndarray: ...
+
+
+class LocalEmbedder:
+    """A bundle loaded in this process (the same init, checks and probe as ``serve``)."""
+
+    def __init__(self, service: EmbeddingService, *, paths: tuple[Path, Path, Path]) -> None:
+        self.service = service
+        self.manifest_path, self.onnx_path, self.tokenizer_path = paths
+        self.model_id = service.model_id
+        self.dimension = service.dimension
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        return self.service.embed_texts(list(texts)).vectors
+
+    def embed_token_ids(self, rows: Sequence[Sequence[int]]) -> np.ndarray:
+        return self.service.embed_token_ids([list(r) for r in rows]).vectors
+
+
+class RemoteEmbedder:
+    """A running endpoint, through the ``openai`` client (base64 transfer, retries)."""
+
+    def __init__(self, url: str, *, model: str | None, api_key: str | None) -> None:
+        from openai import OpenAI
+
+        self.client = OpenAI(base_url=url, api_key=api_key or "not-used", max_retries=4)
+        self.model_id = model or self.client.models.list().data[0].id
+        self.dimension = len(self.embed_texts(["a photo of a cat"])[0])
+
+    def _create(self, inputs: Sequence[Any]) -> np.ndarray:
+        response = self.client.embeddings.create(model=self.model_id, input=list(inputs))
+        rows = sorted(response.data, key=lambda item: item.index)
+        return np.asarray([row.embedding for row in rows], dtype=np.float32)
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        return self._create(texts)
+
+    def embed_token_ids(self, rows: Sequence[Sequence[int]]) -> np.ndarray:
+        return self._create([list(r) for r in rows])
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--model-dir | --demo | --url`` (default: the SIGLIP_* variables), and friends."""
+    group = parser.add_argument_group("model (default: the SIGLIP_* variables, as serve)")
+    source = group.add_mutually_exclusive_group()
+    source.add_argument("--model-dir", type=Path, help="a bundle directory")
+    source.add_argument("--demo", action="store_true", help="the bundled demo model")
+    source.add_argument("--url", help="an OpenAI-compatible endpoint, e.g. http://host:8000/v1")
+    group.add_argument("--model", help="with --url: the model id (default: the served one)")
+    group.add_argument(
+        "--api-key", help="with --url: the API key (default: $SIGLIP_API_KEY or $OPENAI_API_KEY)"
+    )
+    group.add_argument("--threads", type=int, help="ONNX Runtime threads (in process)")
+    group.add_argument(
+        "--batch-size", type=int, default=64, help="texts per model call or request (default 64)"
+    )
+
+
+def open_embedder(args: argparse.Namespace) -> Embedder:
+    """The backend the arguments name; a bundle that fails its checks raises SiglipError."""
+    if args.url:
+        try:
+            import openai  # noqa: F401
+        except ImportError:
+            raise ToolError(
+                "--url needs the openai client: pip install openai (or the 'export' extra)"
+            ) from None
+        key = args.api_key or os.environ.get("SIGLIP_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        return RemoteEmbedder(args.url, model=args.model, api_key=key)
+    overrides: dict[str, object] = {"max_text_batch_size": max(1, args.batch_size)}
+    if args.demo:
+        overrides["model_dir"] = demo_model_dir()
+    elif args.model_dir:
+        overrides.update(_explicit_paths(args.model_dir))
+    if args.threads:
+        overrides["ort_intra_op_threads"] = args.threads
+    settings = load_settings(**overrides)
+    return LocalEmbedder(load_service(settings), paths=settings.artifact_paths())
+
+
+def _explicit_paths(directory: Path) -> dict[str, object]:
+    """All three artifact paths from one directory, so stray SIGLIP_* paths cannot win."""
+    from .config import MANIFEST_FILE, ONNX_FILE, TOKENIZER_FILE
+
+    return {
+        "model_dir": directory,
+        "model_manifest_path": directory / MANIFEST_FILE,
+        "onnx_model_path": directory / ONNX_FILE,
+        "tokenizer_path": directory / TOKENIZER_FILE,
+    }
+
+
+def embed_in_batches(
+    embed: Any, items: Sequence[Any], *, batch_size: int, progress: Progress | None = None
+) -> np.ndarray:
+    """Call ``embed`` on consecutive batches and stack the rows, reporting progress."""
+    parts = []
+    for start in range(0, len(items), batch_size):
+        batch = items[start : start + batch_size]
+        parts.append(embed(batch))
+        if progress is not None:
+            progress.advance(len(batch))
+    if progress is not None:
+        progress.close()
+    return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
+
+
+class Progress:
+    """A one-line progress report on stderr: ``\\r``-updated on a terminal, else every 10%."""
+
+    def __init__(self, total: int, *, label: str, enabled: bool = True) -> None:
+        self.total = max(total, 0)
+        self.label = label
+        self.done = 0
+        self.enabled = enabled
+        self.started = time.perf_counter()
+        self.tty = sys.stderr.isatty()
+        self._next_mark = 0.1
+
+    def advance(self, count: int) -> None:
+        self.done += count
+        if not self.enabled:
+            return
+        fraction = self.done / self.total if self.total else 1.0
+        if self.tty:
+            print(f"\r{self._line()}", end="", file=sys.stderr, flush=True)
+        elif fraction >= self._next_mark and self.done < self.total:
+            print(self._line(), file=sys.stderr, flush=True)
+            while self._next_mark <= fraction:
+                self._next_mark += 0.1
+
+    def close(self) -> None:
+        if self.enabled:
+            print(("\r" if self.tty else "") + self._line(), file=sys.stderr, flush=True)
+
+    def _line(self) -> str:
+        elapsed = max(time.perf_counter() - self.started, 1e-9)
+        width = 30
+        fraction = self.done / self.total if self.total else 1.0
+        bar = "#" * int(width * fraction) + "." * (width - int(width * fraction))
+        return (
+            f"{self.label} [{bar}] {self.done}/{self.total} "
+            f"({100 * fraction:.0f}%, {self.done / elapsed:.1f}/s)"
+        )

@@ -1,0 +1,164 @@
+"""int8 text towers: ONNX Runtime dynamic quantization plus a per-row int8 token table.
+
+Needs ``onnx`` and ``onnxruntime.quantization`` (no torch). Two parts:
+
+- every ``MatMul`` with a constant weight becomes ``DynamicQuantizeLinear`` +
+  ``MatMulInteger`` (int8 weights, one scale per output column), via ``quantize_dynamic``;
+- the token embedding table (256k rows, about 70% of a base tower) becomes int8 with one
+  scale per row: ``Gather(int8 table) -> Cast -> Mul(Gather(row scales))``.
+
+``quantize_dynamic`` can quantize a ``Gather`` itself (``op_types_to_quantize=["Gather"]``)
+but with a single uint8 scale and zero point for the whole table, so one outlying row sets
+the step for all 256k; a scale per row keeps each token's own range and costs 4 bytes a row.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .onnx_export import external_data_path, save_onnx
+
+
+@dataclass(frozen=True)
+class QuantizationInfo:
+    """What was quantized, for the manifest."""
+
+    matmul_weights: int
+    token_table: str | None  # initializer name, None when no table was found
+    token_table_shape: tuple[int, ...] | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "method": "onnxruntime quantize_dynamic (MatMul, int8 weights per column, uint8 "
+            "activations) + token embedding int8 per row",
+            "matmul_integer_nodes": self.matmul_weights,
+            "token_embedding": (
+                {"initializer": self.token_table, "shape": list(self.token_table_shape or ())}
+                if self.token_table
+                else None
+            ),
+        }
+
+
+def quantize_int8(source: Path, target: Path) -> QuantizationInfo:
+    """Write an int8 version of the fp32 graph ``source`` at ``target``."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    large = external_data_path(source).exists()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".quantize-", dir=target.parent) as scratch:
+        staged = Path(scratch) / target.name
+        logging.disable(logging.WARNING)  # its advice to pre-process applies to CNNs
+        try:
+            quantize_dynamic(
+                source,
+                staged,
+                op_types_to_quantize=["MatMul"],
+                per_channel=True,
+                weight_type=QuantType.QInt8,
+                use_external_data_format=large,
+            )
+        finally:
+            logging.disable(logging.NOTSET)
+        model = onnx.load(str(staged))
+        table = quantize_token_embedding(model)
+        matmuls = sum(1 for node in model.graph.node if node.op_type == "MatMulInteger")
+        save_onnx(model, target)
+    return QuantizationInfo(
+        matmul_weights=matmuls,
+        token_table=table[0] if table else None,
+        token_table_shape=table[1] if table else None,
+    )
+
+
+def quantize_token_embedding(model: Any) -> tuple[str, tuple[int, ...]] | None:
+    """Replace the largest 2-D ``Gather`` table by int8 rows and float32 row scales.
+
+    Returns the table's name and shape, or None when the graph has no such table (or when
+    the table is also used by another node, e.g. tied weights, which this leaves alone).
+    """
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = model.graph
+    initializers = {init.name: init for init in graph.initializer}
+    users: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            users[name] = users.get(name, 0) + 1
+    candidates = [
+        node
+        for node in graph.node
+        if node.op_type == "Gather"
+        and node.input[0] in initializers
+        and len(initializers[node.input[0]].dims) == 2
+        and users.get(node.input[0]) == 1
+        and _axis(node) == 0
+        and initializers[node.input[0]].data_type == TensorProto.FLOAT
+    ]
+    if not candidates:
+        return None
+    gather = max(candidates, key=lambda n: int(np.prod(initializers[n.input[0]].dims)))
+    init = initializers[gather.input[0]]
+    table = numpy_helper.to_array(init).astype(np.float32, copy=False)
+    peak = np.abs(table).max(axis=1)
+    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    quantized = np.clip(np.rint(table / scale[:, None]), -127, 127).astype(np.int8)
+
+    name = init.name
+    q_name, s_name = f"{name}_int8", f"{name}_row_scale"
+    out = gather.output[0]
+    ids = gather.input[1]
+    graph.initializer.remove(init)
+    graph.initializer.extend(
+        [numpy_helper.from_array(quantized, q_name), numpy_helper.from_array(scale, s_name)]
+    )
+    axes = f"{name}_unsqueeze_axes"
+    graph.initializer.append(numpy_helper.from_array(np.array([-1], dtype=np.int64), axes))
+    position = list(graph.node).index(gather)
+    new_nodes = [
+        helper.make_node("Gather", [q_name, ids], [f"{out}_int8"], name=f"{gather.name}_int8"),
+        helper.make_node(
+            "Cast", [f"{out}_int8"], [f"{out}_float"], to=TensorProto.FLOAT, name=f"{out}_cast"
+        ),
+        helper.make_node("Gather", [s_name, ids], [f"{out}_scale"], name=f"{gather.name}_scale"),
+    ]
+    if _opset(model) >= 13:
+        new_nodes.append(
+            helper.make_node(
+                "Unsqueeze", [f"{out}_scale", axes], [f"{out}_scale_col"], name=f"{out}_unsq"
+            )
+        )
+    else:
+        new_nodes.append(
+            helper.make_node(
+                "Unsqueeze", [f"{out}_scale"], [f"{out}_scale_col"], axes=[-1], name=f"{out}_unsq"
+            )
+        )
+    new_nodes.append(
+        helper.make_node("Mul", [f"{out}_float", f"{out}_scale_col"], [out], name=f"{out}_dequant")
+    )
+    graph.node.remove(gather)
+    for offset, node in enumerate(new_nodes):
+        graph.node.insert(position + offset, node)
+    return name, tuple(int(d) for d in init.dims)
+
+
+def _axis(node: Any) -> int:
+    for attribute in node.attribute:
+        if attribute.name == "axis":
+            return int(attribute.i)
+    return 0
+
+
+def _opset(model: Any) -> int:
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return int(entry.version)
+    return 0

@@ -1,0 +1,70 @@
+"""`siglip-text embed`: a text file or JSONL in, .npy or JSONL out, row i = input i."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from siglip_text.cli import main
+from siglip_text.embedding import EmbeddingService
+
+TEXTS = ["a photo of a cat", "", "A Photo Of A CAT", "一只猫的照片", "café\tcrème"]
+
+
+def _embed(*args: str) -> int:
+    return main(["embed", *args, "--demo", "--threads", "1", "--batch-size", "2"])
+
+
+def test_text_file_to_npy_gives_the_served_vectors_in_line_order(
+    tmp_path: Path, service: EmbeddingService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "texts.txt"
+    source.write_text("\n".join(TEXTS) + "\n")
+
+    assert _embed(str(source), "--out", str(tmp_path / "vectors.npy")) == 0
+
+    vectors = np.load(tmp_path / "vectors.npy")
+    assert vectors.dtype == np.float32 and vectors.shape == (len(TEXTS), 32)
+    np.testing.assert_allclose(vectors, service.embed_texts(TEXTS).vectors, atol=1e-6)
+    captured = capsys.readouterr()
+    assert "5/5" in captured.err  # the progress line
+    assert "wrote 5 x 32 vectors" in captured.out
+
+
+def test_jsonl_round_trip_keeps_each_record_and_adds_its_embedding(
+    tmp_path: Path, service: EmbeddingService
+) -> None:
+    source = tmp_path / "in.jsonl"
+    records = [{"id": i, "caption": text} for i, text in enumerate(TEXTS)]
+    source.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+
+    status = _embed(str(source), "--out", str(tmp_path / "out.jsonl"), "--text-field", "caption")
+
+    assert status == 0
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [{k: v for k, v in r.items() if k != "embedding"} for r in out] == records
+    np.testing.assert_allclose(
+        np.asarray([r["embedding"] for r in out]),
+        service.embed_texts(TEXTS).vectors,
+        atol=1e-6,
+    )
+
+
+def test_embed_refuses_an_output_that_is_neither_npy_nor_jsonl(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "texts.txt").write_text("a\n")
+
+    assert _embed(str(tmp_path / "texts.txt"), "--out", str(tmp_path / "out.csv")) == 2
+    assert "must end in .npy or .jsonl" in capsys.readouterr().err
+
+
+def test_jsonl_record_without_the_text_field_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "in.jsonl").write_text('{"text": "a"}\n{"caption": "b"}\n')
+
+    assert _embed(str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "o.npy")) == 2
+    assert "record 2 has no string field 'text'" in capsys.readouterr().err

@@ -1,0 +1,58 @@
+"""`siglip-text verify --url`: a running server checked through the openai client."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from siglip_text.cli import main
+
+pytest.importorskip("openai", reason="verify --url needs the openai client")
+
+
+def _write(path: Path, cases: list[dict[str, Any]]) -> Path:
+    path.write_text(
+        "".join(
+            json.dumps({k: c[k] for k in ("text", "input_ids", "embedding")}) + "\n" for c in cases
+        )
+    )
+    return path
+
+
+def test_verify_against_a_live_endpoint_passes_on_the_demo_reference(
+    live_server: str,
+    reference: dict[str, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    refs = _write(tmp_path / "ref.jsonl", reference["cases"])
+
+    status = main(["verify", "--url", f"{live_server}/v1", "--reference", str(refs), "--quiet"])
+
+    out = capsys.readouterr().out
+    assert status == 0, out
+    count = sum(1 for c in reference["cases"] if c["text"])
+    assert f"{count}/{count} texts: endpoint vector for the text equals" in out
+    assert "empty texts (the OpenAI API refuses them): 1 id reference(s)" in out
+
+
+def test_verify_against_a_live_endpoint_fails_on_ids_padded_with_1(
+    live_server: str,
+    reference: dict[str, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN reference ids from a pipeline that pads with id 1 (short texts only differ)
+    cases = [
+        {**c, "input_ids": [1 if i == 0 else i for i in c["input_ids"]]}
+        for c in reference["cases"][:6]
+    ]
+    refs = _write(tmp_path / "ref.jsonl", cases)
+
+    status = main(["verify", "--url", f"{live_server}/v1", "--reference", str(refs), "--quiet"])
+
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "differs from its vector for the reference ids" in out
