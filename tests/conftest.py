@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,13 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def live_server() -> Iterator[str]:
     """A real `siglip-text serve --demo` process on a free loopback port; yields its base URL."""
+    with demo_server() as base:
+        yield base
+
+
+@contextmanager
+def demo_server(**settings: str) -> Iterator[str]:
+    """`siglip-text serve --demo` in a subprocess with extra ``SIGLIP_*`` settings; its URL."""
     import os
     import subprocess
     import sys
@@ -106,6 +114,7 @@ def live_server() -> Iterator[str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIGLIP_")}
     env["SIGLIP_ORT_INTRA_OP_THREADS"] = "1"
+    env.update(settings)
     process = subprocess.Popen(
         [
             sys.executable,

@@ -109,6 +109,9 @@ def create_app(
         title="siglip-text",
         version=service.describe()["runtime"]["siglip_text"],
         description="SigLIP 2 text embeddings on CPU, OpenAI-compatible.",
+        # A trailing slash is a 404 in OpenAI's shape, not a 307 whose Location would drop
+        # API Gateway's stage prefix.
+        redirect_slashes=False,
     )
     app.state.service = service
     app.state.admission = admission
@@ -134,10 +137,10 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 404:
-            message = f"Invalid URL ({request.method} {_short(request.url.path, 100)})"
+            message = f"Invalid URL ({_short(request.method, 20)} {_short(request.url.path, 100)})"
             code: str | None = "not_found"
         elif exc.status_code == 405:
-            message = f"Method {request.method} is not allowed for {request.url.path}"
+            message = f"Method {_short(request.method, 20)} is not allowed for {request.url.path}"
             code = "method_not_allowed"
         else:
             message, code = str(exc.detail), None
@@ -200,7 +203,8 @@ def create_app(
         inputs = validate_request(parsed, service, settings)
         encoding: EncodingFormat = parsed.encoding_format or "float"
         if settings.log_inputs:
-            logger.info("inputs", extra={"inputs": [_short(repr(i), 200) for i in inputs[:16]]})
+            # In the message itself: `serve`'s plain log format drops `extra` fields.
+            logger.info("inputs: %s", [_short(repr(i), 200) for i in inputs[:16]])
 
         def work() -> tuple[bytes, Embeddings]:
             try:
@@ -234,8 +238,11 @@ def create_app(
 
 async def _read_body(request: Request, limit: int) -> bytes:
     """The body, refused with 413 as soon as it is known to exceed ``limit`` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    declared = request.headers.get("content-length", "")
+    # Only plain ASCII digits: str.isdigit() also accepts '²', which int() refuses, and int()
+    # refuses more than 4300 digits; the streamed count below is the check that counts.
+    digits = declared.lstrip("0") if declared.isascii() and declared.isdigit() else ""
+    if len(digits) > len(str(limit)) or (digits and int(digits) > limit):
         raise PayloadTooLargeError(f"request body is larger than {limit} bytes")
     chunks: list[bytes] = []
     size = 0
