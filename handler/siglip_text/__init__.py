@@ -1,3 +1,11 @@
 """SigLIP 2 text embeddings on CPU with ONNX Runtime, behind an OpenAI-compatible API."""
 
+import os
+
 __version__ = "0.1.0"
+
+# onnxruntime 1.32 on Linux writes a device id and an event database under
+# ~/.cache/Microsoft/DeveloperTools and uploads telemetry unless this is set
+# (microsoft/onnxruntime#27379). Lambda's HOME is read-only, and a query service has no
+# business phoning home: off unless the operator sets it explicitly.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")

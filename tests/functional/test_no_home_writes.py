@@ -1,0 +1,35 @@
+"""Serving writes nothing under HOME (Lambda's is read-only; ORT telemetry would write there)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+
+def test_loading_and_embedding_leave_home_untouched(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY",)}
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
+    code = (
+        "from siglip_text.config import demo_model_dir, load_settings\n"
+        "from siglip_text.embedding import load_service\n"
+        "s = load_service(load_settings(model_dir=demo_model_dir(), ort_intra_op_threads=1))\n"
+        "print(s.embed_texts(['a cat']).vectors.shape)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "(1, 32)" in done.stdout
+    assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == []
