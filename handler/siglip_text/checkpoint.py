@@ -100,8 +100,11 @@ def load_checkpoint(
             f"(expected one of {sorted(MODEL_CLASSES)})"
         )
     architecture = MODEL_CLASSES[model_type]
+    # transformers 4.56 renamed torch_dtype to dtype
+    major_minor = tuple(int(p) for p in transformers.__version__.split(".")[:2])
+    dtype_key = "dtype" if major_minor >= (4, 56) else "torch_dtype"
     model = getattr(transformers, architecture).from_pretrained(
-        spec.source, dtype=getattr(torch, dtype), **hub
+        spec.source, **{dtype_key: getattr(torch, dtype)}, **hub
     )
     model.eval()
     scale = getattr(model, "logit_scale", None)
@@ -110,7 +113,10 @@ def load_checkpoint(
     if text_only and tower is not model and hasattr(model, "vision_model"):
         model.vision_model = None  # free the image tower: only the text tower is exported
     tower = tower.to(device).eval()
-    tokenizer = AutoTokenizer.from_pretrained(spec.source, **hub)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(spec.source, **hub)
+    except (OSError, ValueError) as exc:
+        raise ToolError(f"{spec.source}: cannot load the tokenizer ({exc})") from None
     return Checkpoint(
         source=spec.source,
         model_type=model_type,

@@ -200,7 +200,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except (ExportCheckFailed, SiglipError) as exc:
         message = exc.message if isinstance(exc, SiglipError) else str(exc)
-        print(f"siglip-text export: FAILED: {message}", file=sys.stderr)
+        print(
+            f"siglip-text export: FAILED: {message}\n(no manifest.json was written: "
+            f"{options.out} cannot be served)",
+            file=sys.stderr,
+        )
         return 1
     print(summary(report))
     return 0

@@ -47,7 +47,8 @@ def export_text_tower(
             self.inner = inner
 
         def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-            return self.inner(input_ids=input_ids).pooler_output
+            pooled: torch.Tensor = self.inner(input_ids=input_ids).pooler_output
+            return pooled
 
     wrapper = PooledText(tower).eval()
     size = sum(p.numel() * p.element_size() for p in wrapper.parameters())
@@ -61,7 +62,7 @@ def export_text_tower(
         with torch.no_grad(), warnings.catch_warnings():
             # The trace is taken at the contract's fixed length; shape checks in the model's
             # Python code become constants, which is what the fixed-length graph wants.
-            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            warnings.simplefilter("ignore", getattr(torch.jit, "TracerWarning", RuntimeWarning))
             torch.onnx.export(
                 wrapper,
                 (example,),

@@ -20,7 +20,8 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
     if rows.ndim != 2:
         raise ValueError(f"expected a matrix, got shape {rows.shape}")
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+    unit: np.ndarray = np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+    return unit
 
 
 @dataclass(frozen=True)

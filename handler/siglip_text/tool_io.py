@@ -77,7 +77,7 @@ def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> int:
 def load_matrix(path: Path, *, what: str) -> np.ndarray:
     """A 2-D float matrix from ``.npy`` (never pickles)."""
     try:
-        matrix = np.load(path, allow_pickle=False)
+        matrix: np.ndarray = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise ToolError(f"{what} {path}: cannot be read as .npy ({exc})") from None
     if matrix.ndim != 2 or not np.issubdtype(matrix.dtype, np.floating):

@@ -381,7 +381,7 @@ def render(checks: list[Check], *, title: str, show: int = 10) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
     out = [f"verify {title}", line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     for check in checks:
         if check.details and not check.passed:
             out.append(f"\n{check.name}: {len(check.details)} mismatch(es)")

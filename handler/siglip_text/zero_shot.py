@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
 def read_labels(path: Path, classes: Sequence[str]) -> np.ndarray:
     """Class indices from ``.npy`` integers or a text file of indices or class names."""
+    labels: np.ndarray
     if path.suffix.lower() == ".npy":
         try:
             labels = np.load(path, allow_pickle=False)
@@ -120,7 +121,8 @@ def read_labels(path: Path, classes: Sequence[str]) -> np.ndarray:
         labels = np.asarray(values, dtype=np.int64)
     if labels.size and (labels.min() < 0 or labels.max() >= len(classes)):
         raise ToolError(f"labels {path}: class indices must be in [0, {len(classes)})")
-    return labels.astype(np.int64)
+    result: np.ndarray = labels.astype(np.int64)
+    return result
 
 
 def class_embeddings(

@@ -303,6 +303,42 @@ def test_export_refuses_a_non_empty_output_directory(
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 
+def test_export_below_the_cosine_threshold_fails_and_writes_no_manifest(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "bundle"
+
+    status = _export(checkpoint, out, "--min-cosine", "1.5")
+
+    assert status == 1
+    err = capsys.readouterr().err
+    assert "ONNX graph vs PyTorch: lowest cosine" in err and "cannot be served" in err
+    assert not (out / "manifest.json").exists()
+    assert sorted(p.name for p in out.iterdir()) == ["text_model.onnx", "tokenizer.json"]
+
+
+def test_export_fails_when_the_checkpoint_tokenizer_adds_bos(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from tokenizers import Tokenizer, processors
+
+    # GIVEN a checkpoint whose own tokenizer adds <bos>, unlike the contract
+    source = tmp_path / "bos-checkpoint"
+    shutil.copytree(checkpoint, source)
+    tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<bos> $A <eos>", special_tokens=[("<bos>", 2), ("<eos>", 1)]
+    )
+    tokenizer.save(str(source / "tokenizer.json"))
+
+    # THEN the export refuses the bundle and names the difference
+    assert _export(source, tmp_path / "bundle") == 1
+    assert "adds <bos>" in capsys.readouterr().err
+    assert not (tmp_path / "bundle" / "manifest.json").exists()
+
+
 def test_export_of_a_text_model_alone_records_no_logit_scale(tmp_path: Path) -> None:
     import torch
     from transformers import Siglip2TextConfig, Siglip2TextModel
