@@ -112,6 +112,9 @@ def save_onnx(model: Any, path: Path, *, external_data: bool | None = None) -> N
             location=data.name,
             size_threshold=1024,
         )
+        # onnx creates the data file owner-only (0600); a bundle copied into an image that
+        # runs as another user (Lambda does) must stay readable, like the graph file.
+        data.chmod(0o644)
     else:
         onnx.save_model(model, str(path))
 

@@ -386,6 +386,7 @@ def test_external_data_graph_is_one_data_file_that_serve_loads(
         "tokenizer.json",
     ]
     assert (bundle / "text_model.onnx").stat().st_size < 100_000
+    assert (bundle / "text_model.onnx.data").stat().st_mode & 0o044 == 0o044  # others may read
     vectors = _service(bundle).embed_texts(TEXTS).vectors
     reference = _service(fp32_bundle).embed_texts(TEXTS).vectors
     assert np.einsum("ij,ij->i", vectors, reference).min() >= 0.999999
