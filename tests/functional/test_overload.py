@@ -3,7 +3,7 @@
 More clients than the admission bound: every request is answered with its own correct
 vectors or refused with 429 + Retry-After; none is lost, duplicated or mixed up, and the
 server is whole again after the burst. A maximal request (2048 inputs of adversarial text,
-a body near 6 MB) does not starve small ones. Run with ``-rP`` to see the counts.
+a body near 6 MB) does not starve small ones. ``-rP`` shows the counts (lines starting TRIED).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def test_burst_past_admission_loses_duplicates_and_mixes_nothing(
     for outcome in burst + after:
         check_outcome(outcome, service)
     statuses = Counter(o.status for o in burst)
-    print(f"burst: {sent} sent, {statuses[200]} answered 200, {statuses[429]} refused 429")
+    print(f"TRIED burst: {sent} sent, {statuses[200]} answered 200, {statuses[429]} refused 429")
     assert statuses[200] + statuses[429] == sent
     assert statuses[200] >= ROUNDS and statuses[429] >= ROUNDS, statuses
     # AND nothing stayed stuck: the room is whole again, every one of those is served
@@ -203,6 +203,6 @@ def test_maximal_request_does_not_starve_small_ones(service: EmbeddingService) -
     got = np.array([data[p]["embedding"] for p in picks], dtype=np.float32)
     np.testing.assert_allclose(got, service.embed_texts([big[p] for p in picks]).vectors, atol=1e-6)
     during = [t for t in small_done if t < end]
-    print(f"{len(during)} small requests (and /health) answered while the maximal one ran")
+    print(f"TRIED maximal: {len(during)} small requests and /health served while it ran")
     assert during, "no small request completed while the maximal one was processed"
     assert set(health) == {200}
