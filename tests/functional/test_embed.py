@@ -68,3 +68,28 @@ def test_jsonl_record_without_the_text_field_is_named(
 
     assert _embed(str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "o.npy")) == 2
     assert "record 2 has no string field 'text'" in capsys.readouterr().err
+
+
+def test_embed_through_a_live_endpoint_gives_the_in_process_vectors(
+    live_server: str, tmp_path: Path, service: EmbeddingService
+) -> None:
+    pytest.importorskip("openai", reason="--url needs the openai client")
+    texts = [t for t in TEXTS if t]  # the OpenAI API refuses empty strings
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
+
+    status = main(
+        [
+            "embed",
+            str(tmp_path / "texts.txt"),
+            "--out",
+            str(tmp_path / "vectors.npy"),
+            "--url",
+            f"{live_server}/v1",
+            "--quiet",
+        ]
+    )
+
+    assert status == 0
+    np.testing.assert_allclose(
+        np.load(tmp_path / "vectors.npy"), service.embed_texts(texts).vectors, atol=1e-6
+    )
