@@ -89,7 +89,10 @@ if tracing_enabled():
     _invoke = tracer.capture_lambda_handler(capture_response=False, capture_error=False)(_invoke)
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+# log_event=False even if POWERTOOLS_LOGGER_LOG_EVENT is set: events carry query text.
+@logger.inject_lambda_context(
+    correlation_id_path=correlation_paths.API_GATEWAY_REST, log_event=False
+)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """API Gateway (REST v1 or HTTP API v2) event -> FastAPI through Mangum."""
