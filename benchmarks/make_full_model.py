@@ -256,7 +256,10 @@ def export(checkpoint: Path, out: Path, *, precision: str, size: str) -> float:
     ]
     print(f"[full-model] {' '.join(command[2:])}", file=sys.stderr)
     began = time.perf_counter()
-    subprocess.run(command, check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    # The child's report goes to stderr: this script's stdout is its JSON alone.
+    subprocess.run(
+        command, check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}, stdout=sys.stderr
+    )
     return time.perf_counter() - began
 
 
