@@ -21,10 +21,37 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-WORDS = (
-    "a photo of the red blue small large dog cat bird car robot arm block table kitchen "
-    "street beach mountain river city night sunset person playing holding wooden metal"
-).split()
+WORDS = [
+    "a",
+    "photo",
+    "of",
+    "the",
+    "red",
+    "blue",
+    "small",
+    "large",
+    "dog",
+    "cat",
+    "bird",
+    "car",
+    "robot",
+    "arm",
+    "block",
+    "table",
+    "kitchen",
+    "street",
+    "beach",
+    "mountain",
+    "river",
+    "city",
+    "night",
+    "sunset",
+    "person",
+    "playing",
+    "holding",
+    "wooden",
+    "metal",
+]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -182,11 +209,13 @@ def run(args: argparse.Namespace) -> int:
         f"statuses {summary['statuses']}"
     )
     print(
-        f"duration     {summary['duration_s']:.2f} s   throughput {summary['throughput_rps']:.2f} req/s"
+        f"duration     {summary['duration_s']:.2f} s   "
+        f"throughput {summary['throughput_rps']:.2f} req/s"
     )
     if lat["mean"] is not None:
         print(
-            f"latency ms   mean {lat['mean']:.2f}   median {lat['median']:.2f}   p99 {lat['p99']:.2f}"
+            f"latency ms   mean {lat['mean']:.2f}   median {lat['median']:.2f}   "
+            f"p99 {lat['p99']:.2f}"
         )
     if args.json_path:
         with open(args.json_path, "w") as handle:

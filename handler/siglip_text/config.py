@@ -41,6 +41,7 @@ class Settings(BaseSettings):
     max_text_batch_size: int = Field(default=32, ge=1, le=4096)
     ort_intra_op_threads: int | None = Field(default=None, ge=1, le=256)
     ort_allow_spinning: bool = False
+    ort_graph_optimization: Literal["auto", "disable", "basic", "extended", "all"] = "auto"
 
     max_inputs_per_request: int = Field(default=2048, ge=1, le=100_000)
     max_request_bytes: int = Field(default=6 * 1024 * 1024, ge=1024)

@@ -193,6 +193,13 @@ class EmbeddingService:
                 raise ModelLoadError(f"inference probe failed: vector norm {norm}, expected 1")
 
 
+def graph_optimization_level(settings: Settings, manifest: Manifest) -> str:
+    """``auto``: a graph that export optimized offline loads without optimizing again."""
+    if settings.ort_graph_optimization != "auto":
+        return settings.ort_graph_optimization
+    return "disable" if manifest.extras.get("graph_optimization") == "extended" else "all"
+
+
 def load_service(settings: Settings) -> EmbeddingService:
     """The init phase: manifest, files, tokenizer and session (overlapped), then the probe."""
     timings = InitTimings()
@@ -201,6 +208,10 @@ def load_service(settings: Settings) -> EmbeddingService:
     manifest = load_manifest(manifest_path)
     check_file(onnx_path, "ONNX model", manifest)
     check_file(tokenizer_path, "tokenizer", manifest)
+    for name in manifest.recorded_files():
+        # e.g. text_model.onnx.data: a truncated weights file is named here, not deep in ORT
+        if name not in (onnx_path.name, tokenizer_path.name, manifest_path.name):
+            check_file(onnx_path.parent / name, "model file", manifest)
     timings.manifest_s = time.perf_counter() - started
 
     def load_tokenizer() -> SiglipTokenizer:
@@ -215,6 +226,7 @@ def load_service(settings: Settings) -> EmbeddingService:
         intra_op_threads=settings.intra_op_threads(),
         allow_spinning=settings.ort_allow_spinning,
         max_batch_size=settings.max_text_batch_size,
+        graph_optimization=graph_optimization_level(settings, manifest),
     )
     # The tokenizer (parsing a 30 MB JSON for Gemma's vocabulary) loads while ORT builds the
     # session; both release the GIL for most of their work.

@@ -22,6 +22,15 @@ class SessionConfig:
     intra_op_threads: int
     allow_spinning: bool = False
     max_batch_size: int = 32
+    graph_optimization: str = "all"  # disable | basic | extended | all
+
+
+_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
 
 
 class OnnxEncoder:
@@ -154,6 +163,7 @@ def _create_session(path: Path, config: SessionConfig) -> ort.InferenceSession:
     options.add_session_config_entry(
         "session.intra_op.allow_spinning", "1" if config.allow_spinning else "0"
     )
+    options.graph_optimization_level = _LEVELS[config.graph_optimization]
     options.log_severity_level = 3
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])

@@ -31,7 +31,13 @@ from .contract_tokenizer import LOWERCASE_CHOICES, Lowercase, apply_contract
 from .embedding import EmbeddingService, load_service
 from .errors import SiglipError
 from .manifest import sha256_file
-from .onnx_export import DEFAULT_OPSET, export_text_tower, external_data_path
+from .onnx_export import (
+    DEFAULT_OPSET,
+    OFFLINE_OPTIMIZATION,
+    export_text_tower,
+    external_data_path,
+    optimize_graph,
+)
 from .parity import VectorStats, compare_vectors, explain_id_mismatch, topk_overlap
 from .tool_io import ToolError
 
@@ -120,7 +126,13 @@ class ExportOptions:
     int8_min_cosine: float = INT8_MIN_COSINE
     fidelity_corpus: int = 512
     fidelity_queries: int = 128
-    external_data: bool | None = None
+    # Weights in text_model.onnx.data, which ONNX Runtime memory-maps: a base fp32 tower
+    # then loads in 0.37 s instead of 2.9 s with a peak RSS of 513 MB instead of 1,885 MB
+    # (measured on this project's 2-core machines), and the untouched rows of the token
+    # table are never read from the image. False keeps one file (only below 2 GB).
+    external_data: bool = True
+    # ONNX Runtime's graph optimizations, applied once here (see onnx_export.optimize_graph).
+    optimize: bool = True
 
 
 @dataclass
@@ -171,6 +183,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"int8 graph vs fp32 graph, lowest cosine allowed ({INT8_MIN_COSINE})",
     )
     parser.add_argument(
+        "--single-file",
+        action="store_true",
+        help="keep the weights inside text_model.onnx (default: a .data file beside it, which "
+        "ONNX Runtime memory-maps; much faster init and less memory)",
+    )
+    parser.add_argument(
+        "--no-optimize",
+        action="store_true",
+        help="skip ONNX Runtime's offline graph optimization (default: done once at export, "
+        "so the server loads the graph without optimizing it again)",
+    )
+    parser.add_argument(
         "--fidelity-corpus",
         type=int,
         default=512,
@@ -192,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
         min_cosine=args.min_cosine,
         int8_min_cosine=args.int8_min_cosine,
         fidelity_corpus=args.fidelity_corpus,
+        external_data=not args.single_file,
+        optimize=not args.no_optimize,
     )
     try:
         report = export_bundle(options)
@@ -283,9 +309,16 @@ def export_bundle(options: ExportOptions) -> ExportReport:
         timings["onnx_export_s"] = time.perf_counter() - began
 
         base = _contract_fields(options, spec, checkpoint)
+        # What is served: the optimized graph, loaded as the server will load it.
+        final = {**base, "graph_optimization": OFFLINE_OPTIMIZATION} if options.optimize else base
+        if options.precision == "fp32" and options.optimize:
+            began = time.perf_counter()
+            optimize_graph(fp32_path)
+            timings["optimize_s"] = time.perf_counter() - began
         _log("checking the fp32 graph (load_service, as serve) against PyTorch")
         began = time.perf_counter()
-        fp32_service = _load(base, fp32_path, tokenizer_path, scratch, options.threads)
+        fp32_fields = final if options.precision == "fp32" else base
+        fp32_service = _load(fp32_fields, fp32_path, tokenizer_path, scratch, options.threads)
         check = check_against_checkpoint(
             fp32_service, checkpoint, lowercase=options.lowercase, min_cosine=options.min_cosine
         )
@@ -298,10 +331,16 @@ def export_bundle(options: ExportOptions) -> ExportReport:
 
             _log("quantizing to int8 (MatMul weights per column, token table per row)")
             began = time.perf_counter()
-            quantization = quantize_int8(fp32_path, onnx_path).as_dict()
+            quantization = quantize_int8(
+                fp32_path, onnx_path, external_data=options.external_data
+            ).as_dict()
             timings["quantize_s"] = time.perf_counter() - began
+            if options.optimize:
+                began = time.perf_counter()
+                optimize_graph(onnx_path)
+                timings["optimize_s"] = time.perf_counter() - began
             began = time.perf_counter()
-            int8_service = _load(base, onnx_path, tokenizer_path, out, options.threads)
+            int8_service = _load(final, onnx_path, tokenizer_path, out, options.threads)
             _log("measuring int8 fidelity against fp32 (cosine, top-10 overlap)")
             fidelity = measure_int8_fidelity(
                 int8_service,
@@ -327,7 +366,7 @@ def export_bundle(options: ExportOptions) -> ExportReport:
 
     timings["total_s"] = time.perf_counter() - started
     manifest = {
-        **base,
+        **final,
         **provenance(options, spec, checkpoint),
         "export_check": check,
         **({"quantization": quantization} if quantization else {}),

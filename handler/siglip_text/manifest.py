@@ -54,6 +54,13 @@ class Manifest(BaseModel):
         """Fields beyond the contract (provenance and the like)."""
         return dict(self.model_extra or {})
 
+    def recorded_files(self) -> list[str]:
+        """Names in the ``files`` section written by ``siglip-text export`` (may be empty)."""
+        files = self.extras.get("files")
+        if not isinstance(files, dict):
+            return []
+        return [name for name in files if isinstance(name, str) and "/" not in name and name]
+
     def recorded_file(self, name: str) -> dict[str, Any] | None:
         """The ``files[name]`` entry (sha256, size) written by ``siglip-text export``, if any."""
         files = self.extras.get("files")

@@ -127,3 +127,45 @@ def _tensor_bytes(tensor: Any) -> int:
         return len(tensor.raw_data)
     count = int(np.prod(tensor.dims)) if tensor.dims else 1
     return count * np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+
+
+#: The offline optimization level written by export. "extended" is portable across CPUs:
+#: "all" adds layout transforms (NCHWc) that tie a saved graph to one instruction set.
+OFFLINE_OPTIMIZATION = "extended"
+
+
+def optimize_graph(path: Path) -> None:
+    """Apply ONNX Runtime's graph optimizations once, offline, and save in place.
+
+    The serving session then loads the result without optimizing again (see
+    ``encoder.optimization_level``): fusions such as MatMul+Add, LayerNorm, Gelu and the int8
+    ``DynamicQuantizeMatMul`` are done here, not in every Lambda init. Weights go to one
+    ``.data`` file next to the graph, which ONNX Runtime memory-maps at load.
+    """
+    import shutil
+    import tempfile
+
+    import onnxruntime as ort
+
+    scratch = Path(tempfile.mkdtemp(prefix=".optimize-", dir=path.parent))
+    try:
+        staged = scratch / path.name
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        options.optimized_model_filepath = str(staged)
+        options.add_session_config_entry(
+            "session.optimized_model_external_initializers_file_name",
+            external_data_path(staged).name,
+        )
+        options.add_session_config_entry(
+            "session.optimized_model_external_initializers_min_size_in_bytes", "1024"
+        )
+        options.log_severity_level = 3
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        external_data_path(path).unlink(missing_ok=True)
+        external_data_path(staged).chmod(0o644)
+        external_data_path(staged).replace(external_data_path(path))
+        staged.chmod(0o644)
+        staged.replace(path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

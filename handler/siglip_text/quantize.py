@@ -46,8 +46,13 @@ class QuantizationInfo:
         }
 
 
-def quantize_int8(source: Path, target: Path) -> QuantizationInfo:
-    """Write an int8 version of the fp32 graph ``source`` at ``target``."""
+def quantize_int8(
+    source: Path, target: Path, *, external_data: bool | None = None
+) -> QuantizationInfo:
+    """Write an int8 version of the fp32 graph ``source`` at ``target``.
+
+    ``external_data`` as in ``onnx_export.save_onnx`` (None: by size).
+    """
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -70,7 +75,7 @@ def quantize_int8(source: Path, target: Path) -> QuantizationInfo:
         model = onnx.load(str(staged))
         table = quantize_token_embedding(model)
         matmuls = sum(1 for node in model.graph.node if node.op_type == "MatMulInteger")
-        save_onnx(model, target)
+        save_onnx(model, target, external_data=external_data)
     return QuantizationInfo(
         matmul_weights=matmuls,
         token_table=table[0] if table else None,

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from siglip_text.bench import payload, percentile
 from siglip_text.cli import main
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from siglip_text.config import load_settings
 from siglip_text.embedding import EmbeddingService, load_service
 
