@@ -19,51 +19,14 @@ print("STATUS", result["statusCode"], "TRACER", hasattr(lf, "tracer"),
 """
 
 
-def run_with(trace_disabled: str) -> str:
+def run_handler(script: str = SCRIPT, **env_changes: str) -> subprocess.CompletedProcess[str]:
+    """The script in a fresh interpreter, with the demo bundle and these POWERTOOLS_* values."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SIGLIP_", "POWERTOOLS_"))}
     env.update(
         SIGLIP_MODEL_DIR=os.path.join("handler", "siglip_text", "demo"),
         SIGLIP_ORT_INTRA_OP_THREADS="1",
-        POWERTOOLS_TRACE_DISABLED=trace_disabled,
+        **env_changes,
     )
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=EVENTS.parent,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.splitlines()[-1]
-
-
-def test_tracing_disabled_never_imports_the_xray_sdk() -> None:
-    assert run_with("true") == "STATUS 200 TRACER False XRAY False"
-
-
-def test_tracing_enabled_wraps_the_handler_and_still_answers() -> None:
-    assert run_with("false") == "STATUS 200 TRACER True XRAY True"
-
-
-def test_powertools_log_event_setting_cannot_log_query_text() -> None:
-    # GIVEN an operator who sets POWERTOOLS_LOGGER_LOG_EVENT=true (Powertools would log the
-    # whole API Gateway event, body included)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIGLIP_", "POWERTOOLS_"))}
-    env.update(
-        SIGLIP_MODEL_DIR=os.path.join("handler", "siglip_text", "demo"),
-        SIGLIP_ORT_INTRA_OP_THREADS="1",
-        POWERTOOLS_TRACE_DISABLED="true",
-        POWERTOOLS_LOGGER_LOG_EVENT="true",
-        POWERTOOLS_LOG_LEVEL="DEBUG",
-    )
-    script = SCRIPT.replace(
-        "result = lf.handler(event, LambdaContext())",
-        'event["body"] = json.dumps({"input": "quokka-private-marker"})\n'
-        "result = lf.handler(event, LambdaContext())",
-    )
-    # WHEN a query goes through the handler
     done = subprocess.run(
         [sys.executable, "-c", script],
         env=env,
@@ -73,7 +36,35 @@ def test_powertools_log_event_setting_cannot_log_query_text() -> None:
         cwd=EVENTS.parent,
         check=False,
     )
-    # THEN it is answered and its text is in no output
     assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+def test_tracing_disabled_never_imports_the_xray_sdk() -> None:
+    last = run_handler(POWERTOOLS_TRACE_DISABLED="true").stdout.splitlines()[-1]
+    assert last == "STATUS 200 TRACER False XRAY False"
+
+
+def test_tracing_enabled_wraps_the_handler_and_still_answers() -> None:
+    last = run_handler(POWERTOOLS_TRACE_DISABLED="false").stdout.splitlines()[-1]
+    assert last == "STATUS 200 TRACER True XRAY True"
+
+
+def test_powertools_log_event_setting_cannot_log_query_text() -> None:
+    # GIVEN an operator who sets POWERTOOLS_LOGGER_LOG_EVENT=true (Powertools would log the
+    # whole API Gateway event, body included)
+    script = SCRIPT.replace(
+        "result = lf.handler(event, LambdaContext())",
+        'event["body"] = json.dumps({"input": "quokka-private-marker"})\n'
+        "result = lf.handler(event, LambdaContext())",
+    )
+    # WHEN a query goes through the handler
+    done = run_handler(
+        script,
+        POWERTOOLS_TRACE_DISABLED="true",
+        POWERTOOLS_LOGGER_LOG_EVENT="true",
+        POWERTOOLS_LOG_LEVEL="DEBUG",
+    )
+    # THEN it is answered and its text is in no output
     assert "STATUS 200" in done.stdout
     assert "quokka-private-marker" not in done.stdout + done.stderr
