@@ -22,7 +22,7 @@ def test_benchmark_prints_every_table_and_writes_figures(tmp_path: Path) -> None
             "--batches",
             "1,2",
             "--threads",
-            "1",
+            "2",
             "--json",
             str(out),
         ],
@@ -40,6 +40,7 @@ def test_benchmark_prints_every_table_and_writes_figures(tmp_path: Path) -> None
     assert latency["1"]["handler"]["median_ms"] >= latency["1"]["raw"]["median_ms"] > 0
     assert figures["fidelity"]["fp32"] > 0.999999
     assert figures["fp32"]["init"]["peak_rss_mb"] > 0
+    assert figures["fp32"]["one_thread_ms"] > 0  # the cost model's 1-vCPU latency
 
 
 def test_cost_per_million_matches_a_hand_computation() -> None:
