@@ -87,6 +87,7 @@ def worker_ort(args: argparse.Namespace) -> dict[str, Any]:
     """Init through the real Lambda entry point, then raw session.run vs the handler."""
     os.environ["SIGLIP_MODEL_DIR"] = args.bundle_dir
     os.environ["SIGLIP_ORT_INTRA_OP_THREADS"] = str(args.threads)
+    os.environ["SIGLIP_ORT_ALLOW_SPINNING"] = args.allow_spinning
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "SiglipTextBench")
     began = time.perf_counter()
@@ -221,7 +222,15 @@ def model_gflop(path: Path, length: int = 64) -> float:
     flops = 0
     hidden = 0
     for node in model.graph.node:
-        if node.op_type in ("MatMul", "Gemm", "MatMulInteger", "DynamicQuantizeMatMul"):
+        if node.op_type in (
+            "MatMul",
+            "Gemm",
+            "FusedMatMul",
+            "FusedGemm",
+            "MatMulInteger",
+            "DynamicQuantizeMatMul",
+            "MatMulIntegerToFloat",
+        ):
             for name in node.input[1:2]:
                 dims = shapes.get(name)
                 if dims and len(dims) == 2:
@@ -246,6 +255,8 @@ def run_worker(kind: str, args: argparse.Namespace, **extra: str) -> dict[str, A
         str(args.threads),
         "--runs",
         str(args.runs),
+        "--allow-spinning",
+        args.allow_spinning,
         "--batches",
         ",".join(map(str, args.batches)),
     ]
@@ -279,6 +290,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--threads", type=int, default=None, help="default: CPUs available")
     parser.add_argument("--memory-sizes", default="1024,1769,2048,3008,3538,4096")
+    parser.add_argument(
+        "--allow-spinning",
+        choices=["true", "false"],
+        default="true",
+        help="SIGLIP_ORT_ALLOW_SPINNING for the ORT legs (true: as template.yaml deploys)",
+    )
     parser.add_argument("--json", help="also write all figures here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--bundle-dir", help=argparse.SUPPRESS)
@@ -338,7 +355,11 @@ def main() -> None:
 def report(figures: dict[str, Any], bundles: dict[str, str], args: argparse.Namespace) -> str:
     from benchmarks.cost import cost_per_million, latency_at_memory
 
-    lines = [f"## Latency (ms), {args.threads} thread(s), {args.runs} runs each, median / p99", ""]
+    lines = [
+        f"## Latency (ms), {args.threads} thread(s), ORT spinning {args.allow_spinning}, "
+        f"{args.runs} runs each, median / p99",
+        "",
+    ]
     torch = figures.get("torch")
     lines.append(
         "| precision | batch | session.run | handler | handler - run | PyTorch | handler / PyTorch |"
