@@ -10,7 +10,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -303,9 +303,9 @@ def validate_request(
     if isinstance(raw, str):
         inputs = [raw]
     elif raw and isinstance(raw[0], int):
-        inputs = [raw]  # type: ignore[list-item]
+        inputs = [raw]  # one token-id sequence
     else:
-        inputs = raw  # type: ignore[assignment]
+        inputs = cast("list[str] | list[list[int]]", raw)
     if not inputs:
         raise InvalidInputError("'input' must not be an empty array", param="input")
     if len(inputs) > settings.max_inputs_per_request:
@@ -323,8 +323,8 @@ def validate_request(
 
 def _embed(service: EmbeddingService, inputs: list[str] | list[list[int]]) -> Embeddings:
     if isinstance(inputs[0], str):
-        return service.embed_texts(inputs)  # type: ignore[arg-type]
-    return service.embed_token_ids(inputs)  # type: ignore[arg-type]
+        return service.embed_texts(inputs)
+    return service.embed_token_ids(inputs)
 
 
 def _short(text: str, limit: int) -> str:

@@ -114,6 +114,8 @@ class ApiKeyAuthenticator:
         raw = self.provider.get(self.secret_id, max_age=self.cache_seconds)
         if raw is self._raw and self._digests:
             return
+        if not isinstance(raw, str | bytes):
+            raise SecretFormatError("the secret value must be a string")
         digests = tuple(_digest(key) for key in parse_keys(raw))
         if self._digests and set(digests) != set(self._digests):
             logger.info("API keys changed", extra={"api_keys": len(digests)})

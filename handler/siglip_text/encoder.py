@@ -12,7 +12,7 @@ from .errors import InferenceError, ModelLoadError
 
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
-_INT_TYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}
+_INT_TYPES: dict[str, type[np.integer]] = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,8 @@ def l2_normalize(raw: np.ndarray, *, rows: int, dimension: int) -> np.ndarray:
     norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors, dtype=np.float32))
     if not (norms > 0).all() or not np.isfinite(norms).all():
         raise InferenceError("model returned a zero vector, which cannot be normalized")
-    return vectors / norms[:, None]
+    unit: np.ndarray = vectors / norms[:, None]
+    return unit
 
 
 def _create_session(path: Path, config: SessionConfig) -> ort.InferenceSession:

@@ -78,7 +78,7 @@ def tracing_enabled() -> bool:
 
 
 def _invoke(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return asgi_handler(event, context)  # type: ignore[arg-type]
+    return asgi_handler(event, context)
 
 
 if tracing_enabled():

@@ -85,10 +85,10 @@ class SiglipTokenizer:
         long = [i for i, t in enumerate(texts) if len(t) > self._window]
         for i, ids in self._content_ids_long(texts, long).items():
             content[i] = ids[:limit]
-        rows = []
-        for ids in content:
-            assert ids is not None  # every index was either short or long
-            rows.append(ids + [self.eos_id])
+        rows: list[list[int]] = []
+        for row in content:
+            assert row is not None  # every index was either short or long
+            rows.append(row + [self.eos_id])
         return self._pack(rows)
 
     def encode_token_ids(self, sequences: Sequence[Sequence[int]]) -> TokenBatch:
