@@ -19,6 +19,7 @@ import numpy as np
 
 from .config import demo_model_dir, load_settings
 from .embedding import EmbeddingService, load_service
+from .errors import SiglipError
 from .tool_io import ToolError
 
 
@@ -89,7 +90,7 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def open_embedder(args: argparse.Namespace) -> Embedder:
-    """The backend the arguments name; a bundle that fails its checks raises SiglipError."""
+    """The backend the arguments name; a bundle that fails its checks is a ToolError."""
     if args.url:
         try:
             import openai  # noqa: F401
@@ -106,8 +107,11 @@ def open_embedder(args: argparse.Namespace) -> Embedder:
         overrides.update(_explicit_paths(args.model_dir))
     if args.threads:
         overrides["ort_intra_op_threads"] = args.threads
-    settings = load_settings(**overrides)
-    return LocalEmbedder(load_service(settings), paths=settings.artifact_paths())
+    try:
+        settings = load_settings(**overrides)
+        return LocalEmbedder(load_service(settings), paths=settings.artifact_paths())
+    except SiglipError as exc:
+        raise ToolError(f"cannot load the model: {exc.message}") from None
 
 
 def _explicit_paths(directory: Path) -> dict[str, object]:

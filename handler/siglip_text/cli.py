@@ -41,7 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args._module.run(args))
+    from .tool_io import ToolError
+
+    try:
+        return int(args._module.run(args))
+    except ToolError as exc:  # unusable input or options, or a model that fails its checks
+        print(f"siglip-text {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -27,19 +27,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out: Path = args.out
-    try:
-        if out.suffix.lower() != ".npy" and not is_jsonl(out):
-            raise ToolError(f"--out {out}: must end in .npy or .jsonl")
-        texts, records = read_texts(args.input, field=args.text_field)
-        if not texts:
-            raise ToolError(f"{args.input}: no texts")
-        embedder = open_embedder(args)
-    except ToolError as exc:
-        print(f"siglip-text embed: {exc}", file=sys.stderr)
-        return 2
-    except SiglipError as exc:
-        print(f"siglip-text embed: cannot load the model: {exc.message}", file=sys.stderr)
-        return 2
+    if out.suffix.lower() != ".npy" and not is_jsonl(out):
+        raise ToolError(f"--out {out}: must end in .npy or .jsonl")
+    texts, records = read_texts(args.input, field=args.text_field)
+    if not texts:
+        raise ToolError(f"{args.input}: no texts")
+    embedder = open_embedder(args)
     try:
         vectors = embed_in_batches(
             embedder.embed_texts,

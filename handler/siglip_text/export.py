@@ -221,9 +221,6 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         report = export_bundle(options)
-    except ToolError as exc:
-        print(f"siglip-text export: {exc}", file=sys.stderr)
-        return 2
     except (ExportCheckFailed, SiglipError) as exc:
         message = exc.message if isinstance(exc, SiglipError) else str(exc)
         print(

@@ -20,7 +20,7 @@ import numpy as np
 
 from .contract_tokenizer import LOWERCASE_CHOICES, Lowercase
 from .parity import unit_rows
-from .tool_io import ToolError, read_texts, write_jsonl
+from .tool_io import read_texts, write_jsonl
 
 MAX_LENGTH = 64
 
@@ -52,15 +52,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from .checkpoint import load_checkpoint, pick_device, resolve_source
 
-    try:
-        texts, _ = read_texts(args.texts, field=args.text_field)
-        spec = resolve_source(args.source, revision=args.revision, require_revision=False)
-        device = pick_device(args.device)
-        print(f"[reference] loading {spec.source} on {device}", file=sys.stderr)
-        checkpoint = load_checkpoint(spec, device=device, dtype=args.dtype)
-    except ToolError as exc:
-        print(f"siglip-text reference: {exc}", file=sys.stderr)
-        return 2
+    texts, _ = read_texts(args.texts, field=args.text_field)
+    spec = resolve_source(args.source, revision=args.revision, require_revision=False)
+    device = pick_device(args.device)
+    print(f"[reference] loading {spec.source} on {device}", file=sys.stderr)
+    checkpoint = load_checkpoint(spec, device=device, dtype=args.dtype)
     records = make_reference(
         checkpoint.tower,
         checkpoint.tokenizer,

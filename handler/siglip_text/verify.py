@@ -101,16 +101,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        references = load_references(args.reference)
-        images = load_matrix(args.images, what="images") if args.images else None
-        embedder = open_embedder(args)
-    except ToolError as exc:
-        print(f"siglip-text verify: {exc}", file=sys.stderr)
-        return 2
-    except SiglipError as exc:
-        print(f"siglip-text verify: cannot load the model: {exc.message}", file=sys.stderr)
-        return 2
+    references = load_references(args.reference)
+    images = load_matrix(args.images, what="images") if args.images else None
+    embedder = open_embedder(args)
     try:
         checks = verify(
             embedder,
@@ -123,9 +116,8 @@ def run(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             progress=not args.quiet,
         )
-    except ToolError as exc:
-        print(f"siglip-text verify: {exc}", file=sys.stderr)
-        return 2
+    except ToolError:
+        raise
     except Exception as exc:  # an endpoint's refusal (openai errors) or an inference fault
         message = exc.message if isinstance(exc, SiglipError) else str(exc)
         print(f"siglip-text verify: {type(exc).__name__}: {message}", file=sys.stderr)

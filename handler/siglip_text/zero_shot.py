@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from .backends import Embedder, add_backend_arguments, embed_in_batches, open_embedder
-from .errors import SiglipError
 from .parity import top_k, unit_rows
 from .tool_io import ToolError, load_matrix, read_texts, write_jsonl
 
@@ -50,32 +48,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        classes, _ = read_texts(args.classes)
-        if not classes:
-            raise ToolError(f"{args.classes}: no class names")
-        templates = list(args.template or [])
-        if args.templates:
-            templates += [t for t in read_texts(args.templates)[0] if t.strip()]
-        templates = templates or [DEFAULT_TEMPLATE]
-        for template in templates:
-            if "{}" not in template:
-                raise ToolError(f"template {template!r} has no {{}} for the class name")
-        images = load_matrix(args.images, what="images")
-        labels = read_labels(args.labels, classes)
-        if len(labels) != len(images):
-            raise ToolError(f"{len(labels)} labels for {len(images)} images")
-        embedder = open_embedder(args)
-        if images.shape[1] != embedder.dimension:
-            raise ToolError(
-                f"images have dimension {images.shape[1]}; the model's is {embedder.dimension}"
-            )
-    except ToolError as exc:
-        print(f"siglip-text zero-shot: {exc}", file=sys.stderr)
-        return 2
-    except SiglipError as exc:
-        print(f"siglip-text zero-shot: cannot load the model: {exc.message}", file=sys.stderr)
-        return 2
+    classes, _ = read_texts(args.classes)
+    if not classes:
+        raise ToolError(f"{args.classes}: no class names")
+    templates = list(args.template or [])
+    if args.templates:
+        templates += [t for t in read_texts(args.templates)[0] if t.strip()]
+    templates = templates or [DEFAULT_TEMPLATE]
+    for template in templates:
+        if "{}" not in template:
+            raise ToolError(f"template {template!r} has no {{}} for the class name")
+    images = load_matrix(args.images, what="images")
+    labels = read_labels(args.labels, classes)
+    if len(labels) != len(images):
+        raise ToolError(f"{len(labels)} labels for {len(images)} images")
+    embedder = open_embedder(args)
+    if images.shape[1] != embedder.dimension:
+        raise ToolError(
+            f"images have dimension {images.shape[1]}; the model's is {embedder.dimension}"
+        )
     class_vectors = class_embeddings(embedder, classes, templates, batch_size=args.batch_size)
     result = accuracy(images, labels, class_vectors)
     print(
