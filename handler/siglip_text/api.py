@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from . import __version__
 from .admission import Admission
 from .config import Settings
 from .embedding import Embeddings, EmbeddingService
@@ -107,7 +108,7 @@ def create_app(
     )
     app = FastAPI(
         title="siglip-text",
-        version=service.describe()["runtime"]["siglip_text"],
+        version=__version__,
         description="SigLIP 2 text embeddings on CPU, OpenAI-compatible.",
         # A trailing slash is a 404 in OpenAI's shape, not a 307 whose Location would drop
         # API Gateway's stage prefix.
