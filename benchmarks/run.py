@@ -58,15 +58,16 @@ def stats(samples_s: list[float]) -> dict[str, float]:
 
 
 def rss_mb() -> dict[str, float]:
-    import resource
+    """Peak (VmHWM) and current (VmRSS) resident memory of this process.
 
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    current = 0.0
+    Not ru_maxrss: Linux carries it over exec from the parent's memory.
+    """
+    fields = {}
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
-                current = int(line.split()[1]) / 1024
-    return {"peak_rss_mb": peak, "rss_mb": current}
+            if line.startswith(("VmHWM:", "VmRSS:")):
+                fields[line.split(":")[0]] = int(line.split()[1]) / 1024
+    return {"peak_rss_mb": fields["VmHWM"], "rss_mb": fields["VmRSS"]}
 
 
 def timed(fn: Any, runs: int, warmup: int = 3) -> dict[str, float]:

@@ -59,3 +59,23 @@ def test_latency_below_one_vcpu_stretches_by_the_cpu_share() -> None:
     assert latency_at_memory(measured, 1769) == 50.0
     assert latency_at_memory(measured, 3538) == 30.0
     assert latency_at_memory(measured, 10240) == 30.0
+
+
+def test_session_options_benchmark_runs_on_the_demo_bundle() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "session_options.py"),
+            "--bundle",
+            str(ROOT / "handler" / "siglip_text" / "demo"),
+            "--runs",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "spinning on / off" in done.stdout
+    assert "as exported" in done.stdout and "one file" in done.stdout
