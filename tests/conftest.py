@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from siglip_text.api import create_app
 from siglip_text.config import Settings, demo_model_dir, load_settings
-from siglip_text.embedding import EmbeddingService, load_service
+from siglip_text.service import EmbeddingService, load_service
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"

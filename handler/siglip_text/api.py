@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from . import __version__
 from .admission import Admission
 from .config import Settings
-from .embedding import Embeddings, EmbeddingService
+from .service import Embeddings, EmbeddingService
 from .errors import (
     AuthenticationError,
     ConfigError,

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 #: name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("siglip_text.server", "serve the OpenAI-compatible API with uvicorn"),
-    "bench": ("siglip_text.bench", "HTTP load test of any /v1/embeddings endpoint"),
-    "export": ("siglip_text.export", "export a SigLIP checkpoint to a checked bundle (fp32/int8)"),
-    "verify": ("siglip_text.verify", "check a bundle or endpoint against reference ids/vectors"),
-    "reference": ("siglip_text.reference", "write reference ids and vectors with transformers"),
-    "embed": ("siglip_text.embed", "embed a text file or JSONL to .npy or JSONL"),
-    "zero-shot": ("siglip_text.zero_shot", "top-1/top-5 accuracy from image embeddings"),
+    "bench": ("siglip_text.tools.bench", "HTTP load test of any /v1/embeddings endpoint"),
+    "export": ("siglip_text.tools.export.pipeline", "export a SigLIP checkpoint to a checked bundle (fp32/int8)"),
+    "verify": ("siglip_text.tools.verify.command", "check a bundle or endpoint against reference ids/vectors"),
+    "reference": ("siglip_text.tools.reference", "write reference ids and vectors with transformers"),
+    "embed": ("siglip_text.tools.embed", "embed a text file or JSONL to .npy or JSONL"),
+    "zero-shot": ("siglip_text.tools.zero_shot", "top-1/top-5 accuracy from image embeddings"),
 }
 
 
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .tool_io import ToolError
+    from .tools.files import ToolError
 
     try:
         return int(args._module.run(args))

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from siglip_text.api import create_app
 from siglip_text.config import load_settings
-from siglip_text.embedding import EmbeddingService
+from siglip_text.service import EmbeddingService
 from siglip_text.encoder import OnnxEncoder, SessionConfig
 
 from tests.graphs import save_graph

@@ -24,7 +24,7 @@ from moto import mock_aws
 from siglip_text.api import create_app
 from siglip_text.auth import build_authenticator
 from siglip_text.config import get_settings, load_settings
-from siglip_text.embedding import EmbeddingService
+from siglip_text.service import EmbeddingService
 from siglip_text.errors import ConfigError
 
 from tests.conftest import EVENTS, LambdaContext, load_event

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from siglip_text.bench import payload, percentile
+from siglip_text.tools.bench import payload, percentile
 from siglip_text.cli import main
 
 

@@ -23,17 +23,17 @@ for _module in ("torch", "transformers", "onnx"):
 
 from fastapi.testclient import TestClient  # noqa: E402
 from siglip_text.api import create_app  # noqa: E402
-from siglip_text.checkpoint import (  # noqa: E402
+from siglip_text.tools.export.checkpoint import (  # noqa: E402
     SourceSpec,
     load_checkpoint,
     pooled_vectors,
 )
 from siglip_text.cli import main  # noqa: E402
 from siglip_text.config import load_settings  # noqa: E402
-from siglip_text.embedding import EmbeddingService, load_service  # noqa: E402
-from siglip_text.manifest import sha256_file  # noqa: E402
-from siglip_text.reference import make_reference  # noqa: E402
-from siglip_text.tool_io import write_jsonl  # noqa: E402
+from siglip_text.service import EmbeddingService, load_service  # noqa: E402
+from siglip_text.bundle import sha256_file  # noqa: E402
+from siglip_text.tools.reference import make_reference  # noqa: E402
+from siglip_text.tools.files import write_jsonl  # noqa: E402
 
 from tests.tiny_checkpoint import REPOSITORY, REVISION, make_tiny_checkpoint  # noqa: E402
 
@@ -189,7 +189,7 @@ def test_fp32_bundle_matches_pytorch_above_cosine_0_99999(
 def test_exported_tokenizer_lowercases_as_python_and_keeps_the_contract(
     fp32_service: EmbeddingService, loaded: Any
 ) -> None:
-    from siglip_text.checkpoint import reference_token_ids
+    from siglip_text.tools.export.checkpoint import reference_token_ids
 
     ours = fp32_service.tokenizer.encode_texts(TEXTS).ids.tolist()
     assert ours == reference_token_ids(loaded.tokenizer, TEXTS, lowercase="unicode", max_length=64)
@@ -379,7 +379,7 @@ def test_export_of_a_text_model_alone_records_no_logit_scale(tmp_path: Path) -> 
 def test_external_data_graph_is_one_data_file_that_serve_loads(
     loaded: Any, fp32_bundle: Path, tmp_path: Path
 ) -> None:
-    from siglip_text.onnx_export import export_text_tower
+    from siglip_text.tools.export.graph import export_text_tower
 
     # GIVEN a graph whose weights are stored outside it, as large and so400m need
     bundle = tmp_path / "bundle"

@@ -31,7 +31,7 @@ from schemathesis.checks import (
 )
 from siglip_text.api import create_app
 from siglip_text.config import Settings
-from siglip_text.embedding import EmbeddingService
+from siglip_text.service import EmbeddingService
 
 from tests.conftest import LambdaContext, load_event
 from tests.hostile import (

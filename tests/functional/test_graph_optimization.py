@@ -10,10 +10,10 @@ import onnx
 import onnxruntime as ort
 import pytest
 from siglip_text.config import load_settings
-from siglip_text.embedding import load_service
+from siglip_text.service import load_service
 from siglip_text.errors import ModelLoadError
-from siglip_text.manifest import sha256_file
-from siglip_text.onnx_export import external_data_path, optimize_graph, save_onnx
+from siglip_text.bundle import sha256_file
+from siglip_text.tools.export.graph import external_data_path, optimize_graph, save_onnx
 
 TEXTS = ["a photo of a cat", "A RED BLOCK", "猫の写真", "🐱 " * 40]
 

@@ -18,7 +18,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 from siglip_text.config import load_settings
-from siglip_text.embedding import load_service
+from siglip_text.service import load_service
 from siglip_text.errors import ModelLoadError
 
 from tests.graphs import save_graph

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from siglip_text.embedding import EmbeddingService
+from siglip_text.service import EmbeddingService
 
 from tests.conftest import demo_server
 from tests.openai_shapes import assert_openai_error, assert_openai_response

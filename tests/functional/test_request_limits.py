@@ -18,7 +18,7 @@ from types import ModuleType
 import pytest
 from siglip_text.api import create_app, parse_request
 from siglip_text.config import Settings
-from siglip_text.embedding import EmbeddingService
+from siglip_text.service import EmbeddingService
 from siglip_text.errors import InvalidInputError
 
 from tests.conftest import LambdaContext, load_event

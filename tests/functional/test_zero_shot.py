@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from siglip_text.backends import LocalEmbedder
+from siglip_text.tools.backends import LocalEmbedder
 from siglip_text.cli import main
 from siglip_text.config import demo_model_dir
-from siglip_text.embedding import EmbeddingService
-from siglip_text.zero_shot import DEFAULT_TEMPLATE, accuracy, class_embeddings
+from siglip_text.service import EmbeddingService
+from siglip_text.tools.zero_shot import DEFAULT_TEMPLATE, accuracy, class_embeddings
 
 CLASSES = ["cat", "dog", "bird", "car", "robot arm", "red block", "kitchen", "beach"]
 #: For each image: its true class, and the rank (1 = best) that class gets among the 8.

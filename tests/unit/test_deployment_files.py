@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from siglip_text.api import create_app
 from siglip_text.config import ENV_PREFIX, Settings, load_settings
-from siglip_text.embedding import EmbeddingService
+from siglip_text.service import EmbeddingService
 
 from tests.deployment import (
     DOCKERFILE,

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from onnx import TensorProto
-from siglip_text.embedding import EmbeddingService
+from siglip_text.service import EmbeddingService
 from siglip_text.encoder import OnnxEncoder, SessionConfig, l2_normalize
 from siglip_text.errors import InferenceError, ModelLoadError
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from siglip_text.errors import ModelLoadError
-from siglip_text.manifest import check_file, load_manifest
+from siglip_text.bundle import check_file, load_manifest
 
 GOOD: dict[str, Any] = {
     "repository": "google/siglip2-base-patch16-224",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from siglip_text.parity import compare_vectors, explain_id_mismatch, top_k, topk_overlap
+from siglip_text.tools.parity import compare_vectors, explain_id_mismatch, top_k, topk_overlap
 
 PAD, EOS, BOS = 0, 1, 2
 L = 8

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from siglip_text.config import load_settings
-from siglip_text.embedding import EmbeddingService, load_service
+from siglip_text.service import EmbeddingService, load_service
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .config import demo_model_dir, load_settings
-from .embedding import EmbeddingService, load_service
-from .errors import SiglipError
-from .tool_io import ToolError
+from ..config import demo_model_dir, load_settings
+from ..service import EmbeddingService, load_service
+from ..errors import SiglipError
+from .files import ToolError
 
 
 class Embedder(Protocol):
@@ -116,7 +116,7 @@ def open_embedder(args: argparse.Namespace) -> Embedder:
 
 def _explicit_paths(directory: Path) -> dict[str, object]:
     """All three artifact paths from one directory, so stray SIGLIP_* paths cannot win."""
-    from .config import MANIFEST_FILE, ONNX_FILE, TOKENIZER_FILE
+    from ..config import MANIFEST_FILE, ONNX_FILE, TOKENIZER_FILE
 
     return {
         "model_dir": directory,

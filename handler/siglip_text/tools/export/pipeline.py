@@ -26,20 +26,20 @@ from typing import Any
 
 import numpy as np
 
-from .config import MANIFEST_FILE, ONNX_FILE, TOKENIZER_FILE, load_settings
-from .contract_tokenizer import LOWERCASE_CHOICES, Lowercase, apply_contract
-from .embedding import EmbeddingService, load_service
-from .errors import SiglipError
-from .manifest import sha256_file
-from .onnx_export import (
+from ...config import MANIFEST_FILE, ONNX_FILE, TOKENIZER_FILE, load_settings
+from .tokenizer import LOWERCASE_CHOICES, Lowercase, apply_contract
+from ...service import EmbeddingService, load_service
+from ...errors import SiglipError
+from ...bundle import sha256_file
+from .graph import (
     DEFAULT_OPSET,
     OFFLINE_OPTIMIZATION,
     export_text_tower,
     external_data_path,
     optimize_graph,
 )
-from .parity import VectorStats, compare_vectors, explain_id_mismatch, topk_overlap
-from .tool_io import ToolError
+from ..parity import VectorStats, compare_vectors, explain_id_mismatch, topk_overlap
+from ..files import ToolError
 
 MAX_LENGTH = 64
 FP32_MIN_COSINE = 0.99999
@@ -519,7 +519,7 @@ def provenance(options: ExportOptions, spec: Any, checkpoint: Any) -> dict[str, 
     import torch
     import transformers
 
-    from . import __version__
+    from ... import __version__
 
     record: dict[str, Any] = {
         "source": spec.source

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from .contract_tokenizer import LOWERCASE_CHOICES, Lowercase
+from .export.tokenizer import LOWERCASE_CHOICES, Lowercase
 from .parity import unit_rows
-from .tool_io import read_texts, write_jsonl
+from .files import read_texts, write_jsonl
 
 MAX_LENGTH = 64
 
@@ -50,7 +50,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .checkpoint import load_checkpoint, pick_device, resolve_source
+    from .export.checkpoint import load_checkpoint, pick_device, resolve_source
 
     texts, _ = read_texts(args.texts, field=args.text_field)
     spec = resolve_source(args.source, revision=args.revision, require_revision=False)
@@ -80,7 +80,7 @@ def make_reference(
     batch_size: int = 64,
 ) -> list[dict[str, Any]]:
     """``{text, input_ids, embedding}`` per text, from the tokenizer and tower as given."""
-    from .checkpoint import pooled_vectors, reference_token_ids
+    from .export.checkpoint import pooled_vectors, reference_token_ids
 
     ids = reference_token_ids(tokenizer, texts, lowercase=lowercase, max_length=MAX_LENGTH)
     vectors = unit_rows(pooled_vectors(tower, ids, batch_size=batch_size, device=device))

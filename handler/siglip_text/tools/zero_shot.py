@@ -18,7 +18,7 @@ import numpy as np
 
 from .backends import Embedder, add_backend_arguments, embed_in_batches, open_embedder
 from .parity import top_k, unit_rows
-from .tool_io import ToolError, load_matrix, read_texts, write_jsonl
+from .files import ToolError, load_matrix, read_texts, write_jsonl
 
 DEFAULT_TEMPLATE = "this is a photo of {}."
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from .contract_tokenizer import Lowercase
-from .manifest import REVISION_PATTERN
-from .parity import ascii_lower
-from .tool_io import ToolError
+from .tokenizer import Lowercase
+from ...bundle import REVISION_PATTERN
+from ..parity import ascii_lower
+from ..files import ToolError
 
 #: config.json ``model_type`` -> the transformers class that loads it.
 MODEL_CLASSES = {

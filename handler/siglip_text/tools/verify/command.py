@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .backends import (
+from ..backends import (
     Embedder,
     LocalEmbedder,
     Progress,
@@ -33,10 +33,10 @@ from .backends import (
     embed_in_batches,
     open_embedder,
 )
-from .errors import SiglipError
-from .manifest import sha256_file
-from .parity import compare_vectors, explain_id_mismatch, topk_overlap
-from .tool_io import ToolError, load_matrix, read_jsonl
+from ...errors import SiglipError
+from ...bundle import sha256_file
+from ..parity import compare_vectors, explain_id_mismatch, topk_overlap
+from ..files import ToolError, load_matrix, read_jsonl
 
 #: Below this cosine, an endpoint's vectors for a text and for the reference ids are taken
 #: to come from different ids (the same ids give the same vector up to float rounding).

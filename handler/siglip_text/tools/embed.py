@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from .backends import Progress, add_backend_arguments, embed_in_batches, open_embedder
-from .errors import SiglipError
-from .tool_io import ToolError, is_jsonl, read_texts, write_jsonl
+from ..errors import SiglipError
+from .files import ToolError, is_jsonl, read_texts, write_jsonl
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 from .config import Settings
 from .encoder import OnnxEncoder, SessionConfig
 from .errors import ModelLoadError, SiglipError
-from .manifest import Manifest, check_file, load_manifest
+from .bundle import Manifest, check_file, load_manifest
 from .tokenization import SiglipTokenizer, TokenBatch
 
 PROBE_TEXT = "a photo of a cat"
