@@ -1,6 +1,6 @@
 """Cost per million queries on Lambda + API Gateway, from measured latency.
 
-Prices (us-east-1, from CONTRACT.md section 3): Lambda $0.0000166667 per GB-s on x86_64 and
+Prices (us-east-1, docs/contract.md section 3): Lambda $0.0000166667 per GB-s on x86_64 and
 $0.0000133334 on arm64, $0.20 per million requests; API Gateway REST $3.50 per million
 (HTTP API $1.00). Lambda bills duration rounded up to the millisecond.
 """

@@ -108,7 +108,7 @@ def worker_ort(args: argparse.Namespace) -> dict[str, Any]:
     bundle = Path(args.bundle_dir)
     files = sum(p.stat().st_size for p in bundle.iterdir() if p.name.startswith("text_model"))
 
-    from tests.conftest import LambdaContext
+    from tests.support.aws_lambda import LambdaContext
 
     context = LambdaContext()
     event = json.loads((ROOT / "events" / "rest-embeddings-batch.json").read_text())

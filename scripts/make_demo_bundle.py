@@ -241,8 +241,8 @@ def main() -> None:
     import numpy as np
     import torch
     import transformers
-    from siglip_text.tools.export.tokenizer import apply_contract
     from siglip_text.tools.export.graph import export_text_tower
+    from siglip_text.tools.export.tokenizer import apply_contract
     from transformers import PreTrainedTokenizerFast
 
     DEMO_DIR.mkdir(parents=True, exist_ok=True)

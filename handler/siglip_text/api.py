@@ -1,18 +1,20 @@
 """The HTTP surface: ``create_app(service)`` builds the FastAPI app.
 
-This is the only module that imports FastAPI, and `STATUS_BY_ERROR` is the one place where an
-error kind becomes an HTTP status. Every error body has OpenAI's shape.
+This is the only module that imports FastAPI, and `ERRORS` is the one place where an error
+kind becomes an HTTP status and an OpenAI error type. Every error body has OpenAI's shape.
+The request path: read the body (bounded), parse and validate it in one pass, check it
+against the served model (`validate_request` returns tagged inputs), take an admission slot,
+embed. Everything under ``/v1`` takes the API key (a router dependency); ``/health`` is open.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
@@ -22,7 +24,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from . import __version__
 from .admission import Admission
 from .config import Settings
-from .service import Embeddings, EmbeddingService
 from .errors import (
     AuthenticationError,
     ConfigError,
@@ -43,20 +44,23 @@ from .schemas import (
     embeddings_response,
     error_body,
 )
+from .service import Embeddings, EmbeddingService, Inputs, TextInputs, TokenIdInputs
 
 logger = logging.getLogger("siglip_text.api")
 
-STATUS_BY_ERROR: dict[type[SiglipError], int] = {
-    InvalidInputError: 400,
-    AuthenticationError: 401,
-    ModelNotFoundError: 404,
-    PayloadTooLargeError: 413,
-    TooManyInputsError: 413,
-    OverloadedError: 429,
-    InferenceError: 500,
-    ModelLoadError: 500,
-    ConfigError: 500,
+#: Each error kind -> (HTTP status, OpenAI error ``type``). A kind not listed is a 500.
+ERRORS: dict[type[SiglipError], tuple[int, str]] = {
+    InvalidInputError: (400, "invalid_request_error"),
+    AuthenticationError: (401, "invalid_request_error"),
+    ModelNotFoundError: (404, "invalid_request_error"),
+    PayloadTooLargeError: (413, "invalid_request_error"),
+    TooManyInputsError: (413, "invalid_request_error"),
+    OverloadedError: (429, "rate_limit_error"),
+    InferenceError: (500, "server_error"),
+    ModelLoadError: (500, "server_error"),
+    ConfigError: (500, "server_error"),
 }
+SERVER_ERROR = (500, "server_error")
 RETRY_AFTER_SECONDS = "1"
 INTERNAL_ERROR_MESSAGE = "The server had an error while processing your request."
 INPUT_SHAPE_MESSAGE = (
@@ -79,12 +83,12 @@ class RequestObserver(Protocol):
 Authenticator = Callable[[str | None], None]
 
 
-def status_for(exc: SiglipError) -> int:
-    """The HTTP status of an error kind (its nearest mapped base class; 500 otherwise)."""
+def status_for(exc: SiglipError) -> tuple[int, str]:
+    """The HTTP status and OpenAI type of an error (its nearest listed base class)."""
     for kind in type(exc).__mro__:
-        if kind in STATUS_BY_ERROR:
-            return STATUS_BY_ERROR[kind]
-    return 500
+        if kind in ERRORS:
+            return ERRORS[kind]
+    return SERVER_ERROR
 
 
 def create_app(
@@ -118,7 +122,7 @@ def create_app(
     app.state.admission = admission
 
     def error_response(exc: SiglipError) -> JSONResponse:
-        status = status_for(exc)
+        status, error_type = status_for(exc)
         message = exc.message if status < 500 else INTERNAL_ERROR_MESSAGE
         headers = {"Retry-After": RETRY_AFTER_SECONDS} if status == 429 else None
         if status == 401:
@@ -126,7 +130,7 @@ def create_app(
         if observer is not None:
             observer.request_failed(status=status, code=exc.code)
         return JSONResponse(
-            error_body(message, type=exc.error_type, param=exc.param, code=exc.code),
+            error_body(message, type=error_type, param=exc.param, code=exc.code),
             status_code=status,
             headers=headers,
         )
@@ -169,11 +173,15 @@ def create_app(
             "cache": service.cache_stats(),
         }
 
-    @app.get("/v1/models", summary="The one served model (OpenAI list-models shape)")
-    async def list_models(request: Request) -> dict[str, Any]:
-        # Everything under /v1 is the OpenAI API and takes the key; /health stays open (probes).
+    def require_key(request: Request) -> None:
         if authenticator is not None:
             authenticator(request.headers.get("authorization"))
+
+    # Everything under /v1 is the OpenAI API and takes the key; /health stays open (probes).
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_key)])
+
+    @v1.get("/models", summary="The one served model (OpenAI list-models shape)")
+    async def list_models() -> dict[str, Any]:
         return {
             "object": "list",
             "data": [
@@ -181,8 +189,8 @@ def create_app(
             ],
         }
 
-    @app.post(
-        "/v1/embeddings",
+    @v1.post(
+        "/embeddings",
         summary="Create embeddings (OpenAI-compatible)",
         response_model=OpenAICompatEmbeddingResponse,
         responses={code: {"model": ErrorResponse} for code in (400, 401, 404, 405, 413, 429, 500)},
@@ -197,19 +205,17 @@ def create_app(
     )
     async def create_embeddings(request: Request) -> Response:
         started = time.perf_counter()
-        if authenticator is not None:
-            authenticator(request.headers.get("authorization"))
         body = await _read_body(request, settings.max_request_bytes)
         parsed = parse_request(body)
         inputs = validate_request(parsed, service, settings)
         encoding: EncodingFormat = parsed.encoding_format or "float"
         if settings.log_inputs:
             # In the message itself: `serve`'s plain log format drops `extra` fields.
-            logger.info("inputs: %s", [_short(repr(i), 200) for i in inputs[:16]])
+            logger.info("inputs: %s", [_short(repr(i), 200) for i in inputs.items[:16]])
 
         def work() -> tuple[bytes, Embeddings]:
             try:
-                result = _embed(service, inputs)
+                result = service.embed(inputs)
                 content = embeddings_response(
                     result.vectors,
                     model=service.model_id,
@@ -227,13 +233,14 @@ def create_app(
             content, result = await run_in_threadpool(work) if offload_inference else work()
         if observer is not None:
             observer.embeddings_served(
-                inputs=len(inputs),
+                inputs=len(inputs.items),
                 tokens=result.prompt_tokens,
                 latency_ms=(time.perf_counter() - started) * 1000.0,
                 cache_hits=result.cache_hits,
             )
         return Response(content, media_type="application/json")
 
+    app.include_router(v1)
     return app
 
 
@@ -256,37 +263,36 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 
 def parse_request(body: bytes) -> OpenAICompatEmbeddingRequest:
-    """JSON -> the request model; every failure is a 400 that does not echo the input."""
+    """JSON -> the request model in one pass; every failure is a 400 that does not echo the
+    input (a JSON syntax error says where: line and column)."""
     if not body.strip():
         raise InvalidInputError("the request body is empty; send a JSON object")
     try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, ValueError):
-        raise InvalidInputError("the request body is not valid JSON (UTF-8)") from None
-    except RecursionError:
-        raise InvalidInputError("the request body is nested too deeply") from None
-    if not isinstance(data, dict):
-        raise InvalidInputError("the request body must be a JSON object")
-    try:
-        return OpenAICompatEmbeddingRequest.model_validate(data)
+        return OpenAICompatEmbeddingRequest.model_validate_json(body)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False, include_context=False)
-        fields = [str(e["loc"][0]) for e in errors if e["loc"]]
-        if "input" in fields or not fields:
-            missing = any(e["type"] == "missing" for e in errors if e["loc"] == ("input",))
-            message = "'input' is required" if missing else INPUT_SHAPE_MESSAGE
-            raise InvalidInputError(message, param="input") from None
-        first = next(e for e in errors if e["loc"])
-        field = str(first["loc"][0])
-        raise InvalidInputError(f"invalid '{field}': {first['msg']}", param=field) from None
-    except RecursionError:
-        raise InvalidInputError("the request body is nested too deeply") from None
+    first = errors[0]
+    if first["type"] == "json_invalid":
+        detail = str(first["msg"]).removeprefix("Invalid JSON: ")
+        if "recursion limit" in detail:
+            raise InvalidInputError("the request body is nested too deeply") from None
+        raise InvalidInputError(f"the request body is not valid JSON (UTF-8): {detail}") from None
+    if first["type"] == "model_type":
+        raise InvalidInputError("the request body must be a JSON object") from None
+    fields = [str(e["loc"][0]) for e in errors if e["loc"]]
+    if "input" in fields or not fields:
+        missing = any(e["type"] == "missing" for e in errors if e["loc"] == ("input",))
+        message = "'input' is required" if missing else INPUT_SHAPE_MESSAGE
+        raise InvalidInputError(message, param="input") from None
+    first = next(e for e in errors if e["loc"])
+    field = str(first["loc"][0])
+    raise InvalidInputError(f"invalid '{field}': {first['msg']}", param=field) from None
 
 
 def validate_request(
     request: OpenAICompatEmbeddingRequest, service: EmbeddingService, settings: Settings
-) -> list[str] | list[list[int]]:
-    """Apply the served model's rules; return the inputs as a list (strings or id lists)."""
+) -> Inputs:
+    """Apply the served model's rules; return the inputs, tagged as texts or token ids."""
     if request.model is not None and request.model != service.model_id:
         raise ModelNotFoundError(
             f"The model '{_short(request.model, 80)}' is not served here; this endpoint serves "
@@ -299,33 +305,33 @@ def validate_request(
             "(SigLIP vectors cannot be shortened)",
             param="dimensions",
         )
-    raw = request.input
-    inputs: list[str] | list[list[int]]
-    if isinstance(raw, str):
-        inputs = [raw]
-    elif raw and isinstance(raw[0], int):
-        inputs = [raw]  # one token-id sequence
-    else:
-        inputs = cast("list[str] | list[list[int]]", raw)
-    if not inputs:
+    inputs = as_inputs(request.input)
+    if not inputs.items:
         raise InvalidInputError("'input' must not be an empty array", param="input")
-    if len(inputs) > settings.max_inputs_per_request:
+    if len(inputs.items) > settings.max_inputs_per_request:
         raise TooManyInputsError(
-            f"'input' has {len(inputs)} items; at most {settings.max_inputs_per_request} are "
-            "accepted per request",
+            f"'input' has {len(inputs.items)} items; at most {settings.max_inputs_per_request} "
+            "are accepted per request",
             param="input",
         )
-    for i, item in enumerate(inputs):
+    for i, item in enumerate(inputs.items):
         if len(item) == 0:
-            what = "an empty string" if isinstance(item, str) else "an empty token array"
+            what = "an empty string" if isinstance(inputs, TextInputs) else "an empty token array"
             raise InvalidInputError(f"input[{i}] is {what}", param="input")
     return inputs
 
 
-def _embed(service: EmbeddingService, inputs: list[str] | list[list[int]]) -> Embeddings:
-    if isinstance(inputs[0], str):
-        return service.embed_texts(inputs)
-    return service.embed_token_ids(inputs)
+def as_inputs(raw: str | list[str] | list[int] | list[list[int]]) -> Inputs:
+    """The one place the input's form is read: pydantic has checked it is one of the four."""
+    if isinstance(raw, str):
+        return TextInputs([raw])
+    if not raw:
+        return TextInputs([])
+    if isinstance(raw[0], str):
+        return TextInputs(raw)
+    if isinstance(raw[0], int):
+        return TokenIdInputs([raw])  # one token-id sequence
+    return TokenIdInputs(raw)
 
 
 def _short(text: str, limit: int) -> str:

@@ -1,8 +1,11 @@
-"""The artifact contract: manifest fields, the revision rule and file checks.
+"""The bundle: its file names and the typed manifest that owns every field export writes.
 
-The manifest is a language-neutral JSON file owned by whoever produced the artifacts. The
-four contract fields are required; anything else (provenance, hashes, logit scale) is kept
-so one canonical file can be shared by several services.
+A bundle is a directory with ``manifest.json``, ``text_model.onnx`` (and its weights file,
+``text_model.onnx.data``, when export wrote one) and ``tokenizer.json``. The manifest is a
+language-neutral JSON file: the four contract fields are required; the fields export records
+(files, graph optimization, precision, provenance, checks) are typed here; unknown fields are
+kept, so one canonical file can be shared by several services. Export builds its manifest
+through `Manifest`; the runtime reads it through `load_manifest`.
 """
 
 from __future__ import annotations
@@ -10,14 +13,48 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from .errors import ModelLoadError
 
+MANIFEST_FILE = "manifest.json"
+ONNX_FILE = "text_model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+
 REVISION_PATTERN = r"^[0-9a-fA-F]{40}$"
+
+#: The ONNX Runtime optimization level export applies once, offline (tools/export/graph.py).
+#: "extended" is portable across CPUs ("all" adds layout transforms that tie a saved graph to
+#: one instruction set); a graph recorded with it loads with optimizations off.
+OFFLINE_OPTIMIZATION = "extended"
+
+Precision = Literal["fp32", "int8"]
+Lowercase = Literal["unicode", "ascii", "none"]
+
+
+class BundlePaths(NamedTuple):
+    """Where the three artifacts are (they may live in different directories)."""
+
+    manifest: Path
+    onnx: Path
+    tokenizer: Path
+
+    @classmethod
+    def in_dir(cls, directory: Path) -> BundlePaths:
+        return cls(directory / MANIFEST_FILE, directory / ONNX_FILE, directory / TOKENIZER_FILE)
+
+
+class FileEntry(BaseModel):
+    """What export recorded of one file: its sha256 and size in bytes."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    sha256: str | None = None
+    size: StrictInt | None = None
 
 
 class Manifest(BaseModel):
@@ -25,10 +62,32 @@ class Manifest(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
+    # The contract: required.
     repository: str = Field(min_length=1)
     revision: str
     embedding_dimension: StrictInt = Field(gt=0)
     text_max_token_length: StrictInt = Field(gt=1)
+
+    # What export records (absent in a hand-made bundle).
+    files: dict[str, FileEntry] = Field(default_factory=dict)
+    graph_optimization: str | None = None
+    precision: Precision | None = None
+    lowercase: Lowercase | None = None
+    opset: StrictInt | None = None
+    logit_scale: float | None = None
+    logit_bias: float | None = None
+    probability: str | None = None
+    source: str | None = None
+    source_kind: str | None = None
+    model_type: str | None = None
+    architecture: str | None = None
+    output: str | None = None
+    exported_at: str | None = None
+    export_seconds: float | None = None
+    libraries: dict[str, str] | None = None
+    export_check: dict[str, Any] | None = None
+    quantization: dict[str, Any] | None = None
+    fidelity: dict[str, Any] | None = None
 
     @field_validator("repository")
     @classmethod
@@ -40,8 +99,6 @@ class Manifest(BaseModel):
     @field_validator("revision")
     @classmethod
     def _revision_is_commit_sha(cls, value: str) -> str:
-        import re
-
         if not re.fullmatch(REVISION_PATTERN, value):
             raise ValueError(
                 "must be a full 40-character hexadecimal commit SHA; tags and branch names "
@@ -51,24 +108,28 @@ class Manifest(BaseModel):
 
     @property
     def extras(self) -> dict[str, Any]:
-        """Fields beyond the contract (provenance and the like)."""
+        """Fields this model does not know (another producer's, kept as they are)."""
         return dict(self.model_extra or {})
 
-    def recorded_files(self) -> list[str]:
-        """Names in the ``files`` section written by ``siglip-text export`` (may be empty)."""
-        files = self.extras.get("files")
-        if not isinstance(files, dict):
-            return []
-        return [name for name in files if isinstance(name, str) and "/" not in name and name]
+    @property
+    def optimized_offline(self) -> bool:
+        """The graph was optimized at export: loading it need not optimize it again."""
+        return self.graph_optimization == OFFLINE_OPTIMIZATION
 
-    def recorded_file(self, name: str) -> dict[str, Any] | None:
-        """The ``files[name]`` entry (sha256, size) written by ``siglip-text export``, if any."""
-        files = self.extras.get("files")
-        if isinstance(files, dict):
-            entry = files.get(name)
-            if isinstance(entry, dict):
-                return entry
-        return None
+    def recorded_files(self) -> list[str]:
+        """Plain file names in the ``files`` section (may be empty)."""
+        return [name for name in self.files if name and "/" not in name]
+
+    def recorded_file(self, name: str) -> FileEntry | None:
+        """The ``files[name]`` entry (sha256, size), if export recorded one."""
+        return self.files.get(name)
+
+    def to_json(self) -> str:
+        """The manifest as export writes it: recorded fields only, unknown fields kept."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        if not data.get("files"):
+            data.pop("files", None)
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 def load_manifest(path: Path) -> Manifest:
@@ -111,9 +172,9 @@ def check_file(path: Path, what: str, manifest: Manifest | None = None) -> None:
     if size == 0:
         raise ModelLoadError(f"{what} {path}: file is empty")
     recorded = manifest.recorded_file(path.name) if manifest is not None else None
-    if recorded is not None and isinstance(recorded.get("size"), int) and recorded["size"] != size:
+    if recorded is not None and recorded.size is not None and recorded.size != size:
         raise ModelLoadError(
-            f"{what} {path}: size {size} bytes differs from the manifest's {recorded['size']} "
+            f"{what} {path}: size {size} bytes differs from the manifest's {recorded.size} "
             "(truncated or replaced file)"
         )
 

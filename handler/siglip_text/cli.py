@@ -1,7 +1,9 @@
-"""The ``siglip-text`` command. Each subcommand's module is imported only when it runs.
+"""The ``siglip-text`` command. Only the chosen subcommand's module is imported.
 
 A subcommand module provides ``configure(parser)`` (arguments only, no heavy imports at
-module level) and ``run(args) -> int`` (the exit status).
+module level) and ``run(args) -> int`` (the exit status). ``siglip-text bench --help`` thus
+loads neither ONNX Runtime nor tokenizers. Every tool follows one exit-status rule
+(tools/errors.py): 0 success, 1 a check failed, 2 unusable input.
 """
 
 from __future__ import annotations
@@ -15,15 +17,35 @@ from collections.abc import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("siglip_text.server", "serve the OpenAI-compatible API with uvicorn"),
     "bench": ("siglip_text.tools.bench", "HTTP load test of any /v1/embeddings endpoint"),
-    "export": ("siglip_text.tools.export.pipeline", "export a SigLIP checkpoint to a checked bundle (fp32/int8)"),
-    "verify": ("siglip_text.tools.verify.command", "check a bundle or endpoint against reference ids/vectors"),
-    "reference": ("siglip_text.tools.reference", "write reference ids and vectors with transformers"),
+    "export": (
+        "siglip_text.tools.export.command",
+        "export a SigLIP checkpoint to a checked bundle (fp32/int8)",
+    ),
+    "verify": (
+        "siglip_text.tools.verify.command",
+        "check a bundle or endpoint against reference ids/vectors",
+    ),
+    "reference": (
+        "siglip_text.tools.reference",
+        "write reference ids and vectors with transformers",
+    ),
     "embed": ("siglip_text.tools.embed", "embed a text file or JSONL to .npy or JSONL"),
     "zero-shot": ("siglip_text.tools.zero_shot", "top-1/top-5 accuracy from image embeddings"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line (the first argument that is one), if any."""
+    for arg in argv:
+        if arg in COMMANDS:
+            return arg
+        if not arg.startswith("-"):
+            return None
+    return None
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; only the command named in ``argv`` gets its module imported and arguments."""
     parser = argparse.ArgumentParser(
         prog="siglip-text", description="SigLIP 2 text embeddings on CPU with ONNX Runtime."
     )
@@ -31,23 +53,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    chosen = chosen_command(argv)
     for name, (module_name, help_text) in COMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
-        module = importlib.import_module(module_name)
-        module.configure(sub)
-        sub.set_defaults(_module=module)
+        if name == chosen:
+            module = importlib.import_module(module_name)
+            module.configure(sub)
+            sub.set_defaults(_module=module)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from .tools.files import ToolError
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
+    from .tools.errors import CheckFailed, ToolError
 
     try:
         return int(args._module.run(args))
-    except ToolError as exc:  # unusable input or options, or a model that fails its checks
+    except (ToolError, CheckFailed) as exc:
         print(f"siglip-text {args.command}: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_status
 
 
 if __name__ == "__main__":

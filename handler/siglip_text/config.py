@@ -11,12 +11,10 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .bundle import MANIFEST_FILE, ONNX_FILE, TOKENIZER_FILE, BundlePaths
 from .errors import ConfigError
 
 ENV_PREFIX = "SIGLIP_"
-MANIFEST_FILE = "manifest.json"
-ONNX_FILE = "text_model.onnx"
-TOKENIZER_FILE = "tokenizer.json"
 
 #: Lambda gives one full vCPU per 1,769 MB of memory.
 LAMBDA_MB_PER_VCPU = 1769
@@ -60,7 +58,7 @@ class Settings(BaseSettings):
     def _expand(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
 
-    def artifact_paths(self) -> tuple[Path, Path, Path]:
+    def artifact_paths(self) -> BundlePaths:
         """Manifest, ONNX and tokenizer paths: explicit variables win over SIGLIP_MODEL_DIR."""
         base = self.model_dir
         paths = []
@@ -78,8 +76,7 @@ class Settings(BaseSettings):
                     f"{ENV_PREFIX}{var} is not set (set it, or {ENV_PREFIX}MODEL_DIR for all "
                     "three artifacts)"
                 )
-        manifest, onnx, tokenizer = paths
-        return manifest, onnx, tokenizer
+        return BundlePaths(*paths)
 
     def intra_op_threads(self) -> int:
         """The ORT intra-op thread count: the setting, else the CPUs this process may use."""

@@ -25,7 +25,7 @@ class SessionConfig:
     graph_optimization: str = "all"  # disable | basic | extended | all
 
 
-_LEVELS = {
+OPTIMIZATION_LEVELS = {
     "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
     "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
@@ -164,7 +164,7 @@ def _create_session(path: Path, config: SessionConfig) -> ort.InferenceSession:
     options.add_session_config_entry(
         "session.intra_op.allow_spinning", "1" if config.allow_spinning else "0"
     )
-    options.graph_optimization_level = _LEVELS[config.graph_optimization]
+    options.graph_optimization_level = OPTIMIZATION_LEVELS[config.graph_optimization]
     options.log_severity_level = 3
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])

@@ -1,7 +1,7 @@
 """The project's exceptions.
 
-The engine raises only these; `api.py` is the one place that maps each kind to an HTTP
-status and an OpenAI-shaped error body.
+The engine raises only these; `api.py`'s `ERRORS` table is the one place that maps each kind
+to an HTTP status and an OpenAI error ``type``.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from __future__ import annotations
 class SiglipError(Exception):
     """Base class of every error this package raises on purpose."""
 
-    #: OpenAI error ``type``; ``code`` is a short machine-readable string (or None).
-    error_type: str = "invalid_request_error"
+    #: A short machine-readable string for OpenAI's ``code`` field (or None).
     code: str | None = None
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
@@ -29,7 +28,6 @@ class ConfigError(SiglipError):
 class ModelLoadError(SiglipError):
     """Raised at init when an artifact (manifest, tokenizer, ONNX graph) fails its contract."""
 
-    error_type = "server_error"
     code = "model_load_error"
 
 
@@ -66,12 +64,10 @@ class AuthenticationError(SiglipError):
 class OverloadedError(SiglipError):
     """Raised when admission is full: in-flight plus pending requests reached the bound."""
 
-    error_type = "rate_limit_error"
     code = "rate_limit_exceeded"
 
 
 class InferenceError(SiglipError):
     """Raised when the model returns something that is not a valid vector (NaN, zero, shape)."""
 
-    error_type = "server_error"
     code = "inference_error"

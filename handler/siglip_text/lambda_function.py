@@ -19,7 +19,7 @@ from mangum import Mangum
 
 from .api import create_app
 from .config import get_settings
-from .service import load_service
+from .loading import load_service
 from .observability import PowertoolsObserver
 
 SERVICE_NAME = os.environ.get("POWERTOOLS_SERVICE_NAME", "siglip-text")

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     from .api import create_app
-    from .service import load_service
+    from .loading import load_service
     from .observability import LoggingObserver
 
     overrides: dict[str, object] = {}

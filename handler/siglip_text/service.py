@@ -1,28 +1,42 @@
 """The service the API calls: inputs -> tokenize -> encode -> unit vectors + token usage.
 
-Knows nothing of HTTP. `load_service` is the init phase: it validates every artifact, then
-runs a real inference probe, and raises ModelLoadError naming the cause if anything fails.
+Knows nothing of HTTP; `loading.py` builds it (the init phase).
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .config import Settings
-from .encoder import OnnxEncoder, SessionConfig
+from .bundle import Manifest
+from .encoder import OnnxEncoder
 from .errors import ModelLoadError, SiglipError
-from .bundle import Manifest, check_file, load_manifest
 from .tokenization import SiglipTokenizer, TokenBatch
 
 PROBE_TEXT = "a photo of a cat"
+
+
+@dataclass(frozen=True)
+class TextInputs:
+    """Texts, tokenized by the bundle's tokenizer under the contract."""
+
+    items: Sequence[str]
+
+
+@dataclass(frozen=True)
+class TokenIdInputs:
+    """Token-id sequences of the bundle's own vocabulary, taken as given."""
+
+    items: Sequence[Sequence[int]]
+
+
+#: What a request asks to embed: decided once, where the request is validated.
+Inputs = TextInputs | TokenIdInputs
 
 
 @dataclass(frozen=True)
@@ -120,6 +134,12 @@ class EmbeddingService:
     def max_tokens(self) -> int:
         return self.manifest.text_max_token_length
 
+    def embed(self, inputs: Inputs) -> Embeddings:
+        """Embed texts or token-id sequences, whichever the inputs are."""
+        if isinstance(inputs, TextInputs):
+            return self.embed_texts(inputs.items)
+        return self.embed_token_ids(inputs.items)
+
     def embed_texts(self, texts: Sequence[str]) -> Embeddings:
         """Embed texts; with a cache, repeated texts skip tokenization and the model."""
         if self._cache is None:
@@ -191,72 +211,3 @@ class EmbeddingService:
             norm = float(np.linalg.norm(vectors[0]))
             if abs(norm - 1.0) > 1e-3:
                 raise ModelLoadError(f"inference probe failed: vector norm {norm}, expected 1")
-
-
-def graph_optimization_level(settings: Settings, manifest: Manifest) -> str:
-    """``auto``: a graph that export optimized offline loads without optimizing again."""
-    if settings.ort_graph_optimization != "auto":
-        return settings.ort_graph_optimization
-    return "disable" if manifest.extras.get("graph_optimization") == "extended" else "all"
-
-
-def load_service(settings: Settings) -> EmbeddingService:
-    """The init phase: manifest, files, tokenizer and session (overlapped), then the probe."""
-    timings = InitTimings()
-    started = time.perf_counter()
-    manifest_path, onnx_path, tokenizer_path = settings.artifact_paths()
-    manifest = load_manifest(manifest_path)
-    check_file(onnx_path, "ONNX model", manifest)
-    check_file(tokenizer_path, "tokenizer", manifest)
-    for name in manifest.recorded_files():
-        # e.g. text_model.onnx.data: a truncated weights file is named here, not deep in ORT
-        if name not in (onnx_path.name, tokenizer_path.name, manifest_path.name):
-            check_file(onnx_path.parent / name, "model file", manifest)
-    timings.manifest_s = time.perf_counter() - started
-
-    def load_tokenizer() -> SiglipTokenizer:
-        began = time.perf_counter()
-        tokenizer = SiglipTokenizer.from_file(
-            tokenizer_path, max_length=manifest.text_max_token_length
-        )
-        timings.tokenizer_s = time.perf_counter() - began
-        return tokenizer
-
-    config = SessionConfig(
-        intra_op_threads=settings.intra_op_threads(),
-        allow_spinning=settings.ort_allow_spinning,
-        max_batch_size=settings.max_text_batch_size,
-        graph_optimization=graph_optimization_level(settings, manifest),
-    )
-
-    # ONNX Runtime builds the session in a worker thread while this one parses the tokenizer
-    # (a 256k-entry tokenizer.json takes 0.6 to 0.8 s here). Both hold the GIL for much of
-    # their work, so the overlap is partial: measured on a base bundle, 1.05 s instead of
-    # 1.19 s for both (fp32) and 0.81 s instead of 1.00 s (int8); the other order gained
-    # nothing.
-    def build_encoder() -> OnnxEncoder:
-        began = time.perf_counter()
-        try:
-            return OnnxEncoder(
-                onnx_path,
-                output_name=settings.onnx_output_name,
-                dimension=manifest.embedding_dimension,
-                max_length=manifest.text_max_token_length,
-                config=config,
-            )
-        finally:
-            timings.session_s = time.perf_counter() - began
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="siglip-init") as pool:
-        encoder_future = pool.submit(build_encoder)
-        try:
-            tokenizer = load_tokenizer()
-        finally:
-            encoder = encoder_future.result()  # its error first: the graph is checked first
-    service = EmbeddingService(
-        manifest, tokenizer, encoder, cache_size=settings.cache_size, init_timings=timings
-    )
-    began = time.perf_counter()
-    service.probe()
-    timings.probe_s = time.perf_counter() - began
-    return service

@@ -1,6 +1,6 @@
 """Fixed-length SigLIP 2 tokenization: text or token-id inputs -> an ``[n, L]`` id matrix.
 
-The contract (see CONTRACT.md): normalization exactly as the artifact's ``tokenizer.json``
+The contract (docs/contract.md): normalization exactly as the artifact's ``tokenizer.json``
 normalizer says (the export step writes the lowercasing there), no BOS, content truncated to
 ``L - 1`` tokens and then ``<eos>`` appended (sticky EOS), right-padded with ``<pad>`` to
 exactly ``L``. Padding, truncation and post-processing stored in ``tokenizer.json`` are

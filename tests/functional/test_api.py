@@ -12,11 +12,11 @@ import pytest
 from fastapi.testclient import TestClient
 from siglip_text.api import create_app
 from siglip_text.config import load_settings
-from siglip_text.service import EmbeddingService
 from siglip_text.encoder import OnnxEncoder, SessionConfig
+from siglip_text.service import EmbeddingService
 
-from tests.graphs import save_graph
-from tests.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
+from tests.support.graphs import save_graph
+from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
 
 URL = "/v1/embeddings"
 

@@ -24,11 +24,12 @@ from moto import mock_aws
 from siglip_text.api import create_app
 from siglip_text.auth import build_authenticator
 from siglip_text.config import get_settings, load_settings
-from siglip_text.service import EmbeddingService
 from siglip_text.errors import ConfigError
+from siglip_text.service import EmbeddingService
 
-from tests.conftest import EVENTS, LambdaContext, load_event
-from tests.openai_shapes import assert_openai_error, assert_openai_response
+from tests.support.aws_lambda import LambdaContext, load_event
+from tests.support.openai_shapes import assert_openai_error, assert_openai_response
+from tests.support.paths import EVENTS
 
 # The key in events/*-with-api-key.json (a test value, not a credential).
 KEY = "sk-siglip-test-key-0123456789abcdef"

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from siglip_text.tools.bench import payload, percentile
 from siglip_text.cli import main
+from siglip_text.tools.bench import payload, percentile
 
 
 def test_bench_counts_every_request_and_writes_json(

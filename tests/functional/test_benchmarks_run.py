@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.cost import cost_per_million, latency_at_memory
-from tests.conftest import ROOT
+from tests.support.paths import ROOT
 
 
 def test_benchmark_prints_every_table_and_writes_figures(tmp_path: Path) -> None:

@@ -23,19 +23,20 @@ for _module in ("torch", "transformers", "onnx"):
 
 from fastapi.testclient import TestClient  # noqa: E402
 from siglip_text.api import create_app  # noqa: E402
+from siglip_text.bundle import sha256_file  # noqa: E402
+from siglip_text.cli import main  # noqa: E402
+from siglip_text.config import load_settings  # noqa: E402
+from siglip_text.loading import load_service  # noqa: E402
+from siglip_text.service import EmbeddingService  # noqa: E402
 from siglip_text.tools.export.checkpoint import (  # noqa: E402
     SourceSpec,
     load_checkpoint,
     pooled_vectors,
 )
-from siglip_text.cli import main  # noqa: E402
-from siglip_text.config import load_settings  # noqa: E402
-from siglip_text.service import EmbeddingService, load_service  # noqa: E402
-from siglip_text.bundle import sha256_file  # noqa: E402
-from siglip_text.tools.reference import make_reference  # noqa: E402
 from siglip_text.tools.files import write_jsonl  # noqa: E402
+from siglip_text.tools.reference import make_reference  # noqa: E402
 
-from tests.tiny_checkpoint import REPOSITORY, REVISION, make_tiny_checkpoint  # noqa: E402
+from tests.support.tiny_checkpoint import REPOSITORY, REVISION, make_tiny_checkpoint  # noqa: E402
 
 pytestmark = pytest.mark.export
 
@@ -354,7 +355,7 @@ def test_export_of_a_text_model_alone_records_no_logit_scale(tmp_path: Path) -> 
     import torch
     from transformers import Siglip2TextConfig, Siglip2TextModel
 
-    from tests.tiny_checkpoint import checkpoint_tokenizer
+    from tests.support.tiny_checkpoint import checkpoint_tokenizer
 
     tokenizer = checkpoint_tokenizer()
     torch.manual_seed(0)

@@ -1,6 +1,6 @@
 """Fuzzing: hostile requests get valid embeddings or an OpenAI-shaped 4xx; never a 5xx or a hang.
 
-Hypothesis generates each kind of hostile request in `tests/hostile.py` with a fixed seed
+Hypothesis generates each kind of hostile request in `tests/support/hostile.py` with a fixed seed
 (``derandomize=True``) and a fixed number of examples; schemathesis generates requests from
 the app's own OpenAPI schema, positive and negative. Every request goes through the real app
 and the real demo model: in-process (ASGI), and through the Lambda handler inside REST v1 and
@@ -33,21 +33,16 @@ from siglip_text.api import create_app
 from siglip_text.config import Settings
 from siglip_text.service import EmbeddingService
 
-from tests.conftest import LambdaContext, load_event
-from tests.hostile import (
-    KINDS,
-    VOCAB_SIZE,
-    Hostile,
-    Tally,
-    asgi_call,
-    check_answer,
-    fuzz_settings,
+from tests.support.asgi import asgi_call
+from tests.support.aws_lambda import (
+    LambdaContext,
     gateway_event,
-    hang_guard,
+    imported_lambda,
     lambda_answer,
-    rss_bytes,
+    load_event,
 )
-from tests.lambda_support import imported_lambda
+from tests.support.guards import hang_guard, rss_bytes
+from tests.support.hostile import KINDS, VOCAB_SIZE, Hostile, Tally, check_answer, fuzz_settings
 
 URL = "/v1/embeddings"
 IN_PROCESS_EXAMPLES_PER_KIND = 40

@@ -9,10 +9,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from siglip_text.config import load_settings
-from siglip_text.service import load_service
-from siglip_text.errors import ModelLoadError
 from siglip_text.bundle import sha256_file
+from siglip_text.config import load_settings
+from siglip_text.errors import ModelLoadError
+from siglip_text.loading import load_service
 from siglip_text.tools.export.graph import external_data_path, optimize_graph, save_onnx
 
 TEXTS = ["a photo of a cat", "A RED BLOCK", "猫の写真", "🐱 " * 40]

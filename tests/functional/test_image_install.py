@@ -1,16 +1,16 @@
 """The function image's install, replayed without Docker, then every event through it.
 
-handler/Dockerfile's steps are read (tests/deployment.py) and replayed into a fresh directory
-standing for the image's root: the same COPY steps, and the same RUN commands (pip installs the
-same hashed lock with ``--target``, from local wheels since tests have no network). The entry
-point is then imported from there in a separate interpreter that sees nothing else (``-S``: no
-site-packages), with the function's environment from template.yaml, ``HOME`` an empty directory
-that must stay empty, and only a tmp directory writable: a Python audit hook reports any write
-elsewhere, and the image directory is compared file by file before and after.
+handler/Dockerfile's steps are read (tests/support/deployment.py) and replayed into a fresh
+directory standing for the image's root: the same COPY steps, and the same RUN commands (pip
+installs the same hashed lock with ``--target``, from local wheels since tests have no network).
+The entry point is then imported from there in a separate interpreter that sees nothing else
+(``-S``: no site-packages), with the function's environment from template.yaml, ``HOME`` an
+empty directory that must stay empty, and only a tmp directory writable: a Python audit hook
+reports any write elsewhere, and the image directory is compared file by file before and after.
 
 The wheels come from ``.wheelhouse/``, which .ci/run fills at set-up time:
 
-    pip download --only-binary=:all: -r layers/python/requirements.txt -d .wheelhouse
+pip download --only-binary=:all: -r layers/python/requirements.txt -d .wheelhouse
 """
 
 from __future__ import annotations
@@ -26,11 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EVENTS
-from tests.deployment import (
+from tests.support.aws_lambda import expected_status
+from tests.support.deployment import (
     DOCKERFILE,
     LAMBDA_TASK_ROOT,
-    ROOT,
     Dockerfile,
     dockerignore_patterns,
     excluded_from_context,
@@ -39,7 +38,7 @@ from tests.deployment import (
     parameter_defaults,
     parse_dockerfile,
 )
-from tests.functional.test_lambda_handler import expected_status
+from tests.support.paths import EVENTS, ROOT
 
 WHEELHOUSE = ROOT / ".wheelhouse"
 DEMO_BUNDLE = "handler/siglip_text/demo"

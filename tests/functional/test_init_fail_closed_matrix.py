@@ -18,11 +18,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 from siglip_text.config import load_settings
-from siglip_text.service import load_service
 from siglip_text.errors import ModelLoadError
+from siglip_text.loading import load_service
 
-from tests.graphs import save_graph
-from tests.hostile import hang_guard
+from tests.support.graphs import save_graph
+from tests.support.guards import hang_guard
 
 Corruption = Callable[[Path], None]
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from siglip_text.config import load_settings
-from siglip_text.service import load_service
 from siglip_text.errors import ModelLoadError
+from siglip_text.loading import load_service
 
-from tests.graphs import save_graph
+from tests.support.graphs import save_graph
 
 
 def load(bundle: Path) -> None:

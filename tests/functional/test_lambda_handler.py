@@ -14,20 +14,11 @@ import numpy as np
 import pytest
 from siglip_text.config import get_settings
 
-from tests.conftest import EVENTS, LambdaContext, load_event
-from tests.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
+from tests.support.aws_lambda import LambdaContext, expected_status, load_event
+from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
+from tests.support.paths import EVENTS
 
 EVENT_FILES = sorted(p.name for p in EVENTS.glob("*.json"))
-
-
-def expected_status(name: str) -> int:
-    if "bad-request" in name:
-        return 400
-    if "unknown-route" in name:
-        return 404
-    if "unauthorized" in name:
-        return 401
-    return 200
 
 
 @pytest.fixture(scope="module")

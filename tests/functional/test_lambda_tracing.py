@@ -6,12 +6,12 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import EVENTS
+from tests.support.paths import EVENTS
 
 SCRIPT = f"""
 import json, sys
 import siglip_text.lambda_function as lf
-from tests.conftest import LambdaContext
+from tests.support.aws_lambda import LambdaContext
 event = json.load(open({str(EVENTS / "rest-embeddings-text.json")!r}))
 result = lf.handler(event, LambdaContext())
 print("STATUS", result["statusCode"], "TRACER", hasattr(lf, "tracer"),

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 from siglip_text.service import EmbeddingService
 
-from tests.conftest import demo_server
-from tests.openai_shapes import assert_openai_error, assert_openai_response
+from tests.support.openai_shapes import assert_openai_error, assert_openai_response
+from tests.support.servers import demo_server
 
 URL = "/v1/embeddings"
 IN_FLIGHT, PENDING = 2, 3

@@ -24,15 +24,15 @@ import pytest
 from fastapi.testclient import TestClient
 from siglip_text.api import create_app
 from siglip_text.config import load_settings
-from siglip_text.service import EmbeddingService
 from siglip_text.encoder import OnnxEncoder, SessionConfig
 from siglip_text.observability import LoggingObserver
+from siglip_text.service import EmbeddingService
 
-from tests.conftest import EVENTS, ROOT
-from tests.graphs import save_graph
-from tests.hostile import asgi_call
-from tests.lambda_support import plain_package_loggers
-from tests.openai_shapes import assert_openai_error
+from tests.support.asgi import asgi_call
+from tests.support.aws_lambda import plain_package_loggers
+from tests.support.graphs import save_graph
+from tests.support.openai_shapes import assert_openai_error
+from tests.support.paths import EVENTS, ROOT
 
 URL = "/v1/embeddings"
 MARKER = "zebra-quokka-7f3a91-private-query"
@@ -189,7 +189,7 @@ if auth:
     os.environ["SIGLIP_API_KEY_SECRET_ARN"] = client.create_secret(
         Name="siglip-text/api-key", SecretString={key!r})["ARN"]
 import siglip_text.lambda_function as lf
-from tests.conftest import LambdaContext
+from tests.support.aws_lambda import LambdaContext
 requests = json.load(open({requests!r}))
 
 rest = json.load(open({events!r} + "/rest-embeddings-text.json"))

@@ -18,12 +18,18 @@ from types import ModuleType
 import pytest
 from siglip_text.api import create_app, parse_request
 from siglip_text.config import Settings
-from siglip_text.service import EmbeddingService
 from siglip_text.errors import InvalidInputError
+from siglip_text.service import EmbeddingService
 
-from tests.conftest import LambdaContext, load_event
-from tests.hostile import Hostile, Tally, asgi_call, check_answer, gateway_event, lambda_answer
-from tests.lambda_support import imported_lambda
+from tests.support.asgi import asgi_call
+from tests.support.aws_lambda import (
+    LambdaContext,
+    gateway_event,
+    imported_lambda,
+    lambda_answer,
+    load_event,
+)
+from tests.support.hostile import Hostile, Tally, check_answer
 
 URL = "/v1/embeddings"
 JSON = {"content-type": "application/json"}

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from siglip_text.tools.export.tokenizer import lowercase_normalizer
-from siglip_text.tools.parity import ascii_lower
+from siglip_text.tools.lowercase import ascii_lower, lowercase_normalizer
 
 # Letters whose lowercasing depends on context or differs between libraries, plus cased
 # and case-ignorable neighbours (apostrophes, combining marks, soft hyphen, modifiers).

@@ -15,7 +15,6 @@ import uuid
 from typing import Any
 
 import pytest
-from fastapi.routing import APIRoute
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -23,11 +22,10 @@ from siglip_text.api import create_app
 from siglip_text.config import ENV_PREFIX, Settings, load_settings
 from siglip_text.service import EmbeddingService
 
-from tests.deployment import (
+from tests.support.deployment import (
     DOCKERFILE,
     REQUIREMENTS_IN,
     REQUIREMENTS_TXT,
-    ROOT,
     TEMPLATE,
     dockerignore_patterns,
     evaluate_conditions,
@@ -39,7 +37,8 @@ from tests.deployment import (
     parse_dockerfile,
     resolve,
 )
-from tests.openai_shapes import assert_openai_error
+from tests.support.openai_shapes import assert_openai_error
+from tests.support.paths import ROOT
 
 HANDLER = "siglip_text.lambda_function.handler"
 #: Powertools settings the function sets; each is read by Powertools or lambda_function.py.
@@ -194,10 +193,9 @@ def test_api_routes_are_exactly_the_apps_routes(
     }
     app = create_app(service, settings)
     served = {
-        (method, route.path)
-        for route in app.routes
-        if isinstance(route, APIRoute)
-        for method in route.methods
+        (method.upper(), path)
+        for path, operations in app.openapi()["paths"].items()
+        for method in operations
     }
     assert routed == served
     assert {("POST", "/v1/embeddings"), ("GET", "/health")} <= routed
@@ -342,9 +340,29 @@ def test_dockerignore_sends_the_copied_files_and_nothing_else() -> None:
         assert excluded_from_context(left_out, patterns), left_out
 
 
+def test_build_context_holds_the_runtime_and_no_tool_module() -> None:
+    # GIVEN the package as it is in the repository, and .dockerignore
+    patterns = dockerignore_patterns()
+    package = ROOT / "handler" / "siglip_text"
+    sent = {
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*.py")
+        if not excluded_from_context(path.relative_to(ROOT).as_posix(), patterns)
+    }
+    # THEN no module of siglip_text.tools reaches the builder, and every runtime module does
+    assert not {name for name in sent if name.startswith("tools/")}, sorted(sent)
+    runtime = {p.name for p in package.glob("*.py")}
+    assert runtime and runtime <= sent, sorted(runtime - sent)
+
+
+#: Dependencies of the package that only siglip_text.tools uses (never in the image).
+TOOLS_ONLY = {"tqdm"}
+
+
 def test_requirements_in_lists_the_project_dependencies_and_boto3() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
+    wanted -= TOOLS_ONLY
     listed = {
         canonicalize_name(Requirement(line).name)
         for line in REQUIREMENTS_IN.read_text().splitlines()
@@ -358,6 +376,8 @@ def test_lock_pins_and_hashes_every_package_and_satisfies_the_project() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     for dependency in project["dependencies"]:
         requirement = Requirement(dependency)
+        if canonicalize_name(requirement.name) in TOOLS_ONLY:
+            continue
         versions = pinned[canonicalize_name(requirement.name)]
         for version, _ in versions:
             assert requirement.specifier.contains(version, prereleases=True), (dependency, version)

@@ -5,11 +5,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from onnx import TensorProto
-from siglip_text.service import EmbeddingService
 from siglip_text.encoder import OnnxEncoder, SessionConfig, l2_normalize
 from siglip_text.errors import InferenceError, ModelLoadError
+from siglip_text.service import EmbeddingService
 
-from tests.graphs import save_graph
+from tests.support.graphs import save_graph
 
 
 def encoder_for(path: Path, *, dimension: int = 32, batch: int = 32) -> OnnxEncoder:

@@ -5,8 +5,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from siglip_text.bundle import Manifest, check_file, load_manifest
 from siglip_text.errors import ModelLoadError
-from siglip_text.bundle import check_file, load_manifest
 
 GOOD: dict[str, Any] = {
     "repository": "google/siglip2-base-patch16-224",
@@ -22,10 +22,30 @@ def write(tmp_path: Path, data: Any) -> Path:
     return path
 
 
-def test_valid_manifest_keeps_extra_fields(tmp_path: Path) -> None:
-    manifest = load_manifest(write(tmp_path, {**GOOD, "precision": "int8", "files": {}}))
+def test_valid_manifest_types_recorded_fields_and_keeps_unknown_ones(tmp_path: Path) -> None:
+    data = {**GOOD, "precision": "int8", "files": {}, "pipeline": {"owner": "images"}}
+    manifest = load_manifest(write(tmp_path, data))
     assert manifest.embedding_dimension == 768
-    assert manifest.extras["precision"] == "int8"
+    assert manifest.precision == "int8"
+    assert manifest.extras == {"pipeline": {"owner": "images"}}
+
+
+def test_manifest_written_by_the_model_reads_back_equal(tmp_path: Path) -> None:
+    # GIVEN a manifest as export builds it, with a recorded file and an unknown field
+    built = Manifest.model_validate(
+        {
+            **GOOD,
+            "precision": "fp32",
+            "files": {"tokenizer.json": {"sha256": "a" * 64, "size": 3}},
+            "note": "kept",
+        }
+    )
+    # WHEN it is written and read back as the runtime reads it
+    path = tmp_path / "manifest.json"
+    path.write_text(built.to_json())
+    # THEN every field survives, typed
+    assert load_manifest(path) == built
+    assert load_manifest(path).recorded_file("tokenizer.json").size == 3  # type: ignore[union-attr]
 
 
 def test_uppercase_revision_is_accepted_and_normalized(tmp_path: Path) -> None:

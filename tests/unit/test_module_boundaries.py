@@ -1,75 +1,56 @@
-"""The dependency direction of the package (see STYLE.md): checked from the source."""
+"""The package's module boundaries: import-linter's contracts ([tool.importlinter] in
+pyproject.toml), and what the command line loads before it runs a tool."""
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
+import json
+import shutil
+import subprocess
+import sys
 
-import siglip_text
+import pytest
 
-PACKAGE = Path(siglip_text.__file__).resolve().parent
-
-
-def imports_of(module: str) -> set[str]:
-    """Top-level modules (package-relative or third-party roots) a module imports anywhere."""
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            if node.level >= 1:
-                if node.module:
-                    found.add(f".{node.module.split('.')[0]}")
-                else:
-                    found.update(f".{alias.name}" for alias in node.names)
-            elif node.module:
-                found.add(node.module.split(".")[0])
-        elif isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
-    return found
+from tests.support.paths import ROOT
 
 
-def modules() -> list[str]:
-    return sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+def test_import_contracts_are_kept() -> None:
+    # GIVEN the layers and forbidden imports declared in pyproject.toml
+    lint = shutil.which("lint-imports")
+    if lint is None:
+        pytest.skip("lint-imports is in the test extra (import-linter)")
+    # WHEN import-linter checks the package
+    result = subprocess.run([lint], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    # THEN every contract is kept (a runtime module importing the tools breaks the first)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "0 broken" in result.stdout
 
 
-def test_base_modules_import_nothing_of_the_package() -> None:
-    for module in ("config", "errors", "manifest"):
-        own = {i for i in imports_of(module) if i.startswith(".")}
-        assert own <= {".errors"}, (module, own)
-
-
-def test_engine_modules_never_import_http_frameworks() -> None:
-    for module in ("config", "errors", "manifest", "tokenization", "encoder", "embedding"):
-        assert not imports_of(module) & {"fastapi", "starlette", "mangum", "uvicorn"}, module
-
-
-def test_only_api_imports_fastapi_and_only_lambda_function_imports_mangum() -> None:
-    for module in modules():
-        found = imports_of(module)
-        if module != "api":
-            assert not found & {"fastapi", "starlette"}, module
-        if module != "lambda_function":
-            assert "mangum" not in found, module
-
-
-def test_nothing_imports_cli_or_lambda_function() -> None:
-    for module in modules():
-        assert not imports_of(module) & {".cli", ".lambda_function"}, module
-
-
-def test_serving_path_never_imports_torch_or_transformers() -> None:
-    serving = (
-        "config",
-        "errors",
-        "manifest",
-        "tokenization",
-        "encoder",
-        "embedding",
-        "schemas",
-        "api",
-        "admission",
-        "lambda_function",
-        "observability",
+@pytest.mark.parametrize("argv", [["bench", "--help"], ["--help"], ["export", "--help"]])
+def test_the_command_line_loads_only_the_chosen_command(argv: list[str]) -> None:
+    # GIVEN a fresh interpreter
+    code = (
+        "import json, sys\n"
+        "from siglip_text.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('onnxruntime', "
+        "'tokenizers', 'siglip_text.tools', 'torch')))), file=sys.stderr)\n"
     )
-    for module in serving:
-        assert not imports_of(module) & {"torch", "transformers", "onnx"}, module
+    # WHEN it parses the command line (argparse prints the help and exits)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    loaded = set(json.loads(result.stderr.strip().splitlines()[-1]))
+    # THEN only the chosen command's module was imported; bench is standard library only
+    tools = {m for m in loaded if m.startswith("siglip_text.tools.")}
+    if argv[0] == "bench":
+        assert not loaded & {"onnxruntime", "tokenizers", "torch"}, sorted(loaded)
+        assert tools <= {"siglip_text.tools.bench", "siglip_text.tools.texts"}, sorted(tools)
+    elif argv[0] == "--help":
+        assert not loaded, sorted(loaded)
+    else:
+        assert "siglip_text.tools.export.command" in tools
+        assert not {"siglip_text.tools.verify.command", "siglip_text.tools.bench"} & tools
+        assert "torch" not in loaded

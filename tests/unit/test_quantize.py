@@ -13,7 +13,8 @@ onnx = pytest.importorskip("onnx", reason="needs onnx (in the test and export ex
 
 from onnx import numpy_helper  # noqa: E402
 from siglip_text.config import load_settings  # noqa: E402
-from siglip_text.service import EmbeddingService, load_service  # noqa: E402
+from siglip_text.loading import load_service  # noqa: E402
+from siglip_text.service import EmbeddingService  # noqa: E402
 from siglip_text.tools.export.quantize import quantize_int8  # noqa: E402
 
 TEXTS = ["a photo of a cat", "A Photo Of A CAT", "", "一只猫的照片", "a red block " * 20]

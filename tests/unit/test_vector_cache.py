@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from siglip_text.config import load_settings
-from siglip_text.service import EmbeddingService, load_service
+from siglip_text.loading import load_service
+from siglip_text.service import EmbeddingService
 
 
 @pytest.fixture(scope="module")

@@ -10,24 +10,34 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from tqdm import tqdm
 
+from ..bundle import BundlePaths, Manifest
 from ..config import demo_model_dir, load_settings
-from ..service import EmbeddingService, load_service
 from ..errors import SiglipError
-from .files import ToolError
+from ..loading import load_service
+from ..service import EmbeddingService
+from ..tokenization import SiglipTokenizer
+from .errors import ToolError
 
 
 class Embedder(Protocol):
-    """Unit vectors for texts or token-id rows, from whichever backend."""
+    """Unit vectors for texts or token-id rows, from whichever backend.
+
+    A bundle in process also has its files, manifest and tokenizer (for exact checks); an
+    endpoint has them as None.
+    """
 
     model_id: str
     dimension: int
+    bundle: BundlePaths | None
+    manifest: Manifest | None
+    tokenizer: SiglipTokenizer | None
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -37,9 +47,11 @@ class Embedder(Protocol):
 class LocalEmbedder:
     """A bundle loaded in this process (the same init, checks and probe as ``serve``)."""
 
-    def __init__(self, service: EmbeddingService, *, paths: tuple[Path, Path, Path]) -> None:
+    def __init__(self, service: EmbeddingService, *, paths: BundlePaths) -> None:
         self.service = service
-        self.manifest_path, self.onnx_path, self.tokenizer_path = paths
+        self.bundle: BundlePaths | None = paths
+        self.manifest: Manifest | None = service.manifest
+        self.tokenizer: SiglipTokenizer | None = service.tokenizer
         self.model_id = service.model_id
         self.dimension = service.dimension
 
@@ -57,6 +69,9 @@ class RemoteEmbedder:
         from openai import OpenAI
 
         self.client = OpenAI(base_url=url, api_key=api_key or "not-used", max_retries=4)
+        self.bundle: BundlePaths | None = None
+        self.manifest: Manifest | None = None
+        self.tokenizer: SiglipTokenizer | None = None
         self.model_id = model or self.client.models.list().data[0].id
         self.dimension = len(self.embed_texts(["a photo of a cat"])[0])
 
@@ -116,18 +131,22 @@ def open_embedder(args: argparse.Namespace) -> Embedder:
 
 def _explicit_paths(directory: Path) -> dict[str, object]:
     """All three artifact paths from one directory, so stray SIGLIP_* paths cannot win."""
-    from ..config import MANIFEST_FILE, ONNX_FILE, TOKENIZER_FILE
-
+    paths = BundlePaths.in_dir(directory)
     return {
         "model_dir": directory,
-        "model_manifest_path": directory / MANIFEST_FILE,
-        "onnx_model_path": directory / ONNX_FILE,
-        "tokenizer_path": directory / TOKENIZER_FILE,
+        "model_manifest_path": paths.manifest,
+        "onnx_model_path": paths.onnx,
+        "tokenizer_path": paths.tokenizer,
     }
 
 
+def progress_bar(total: int, *, label: str, enabled: bool = True) -> tqdm[Any]:
+    """A progress bar on stderr (tqdm): redrawn in place on a terminal."""
+    return tqdm(total=total, desc=label, unit="text", disable=not enabled, file=sys.stderr)
+
+
 def embed_in_batches(
-    embed: Any, items: Sequence[Any], *, batch_size: int, progress: Progress | None = None
+    embed: Any, items: Sequence[Any], *, batch_size: int, progress: tqdm[Any] | None = None
 ) -> np.ndarray:
     """Call ``embed`` on consecutive batches and stack the rows, reporting progress."""
     parts = []
@@ -135,46 +154,7 @@ def embed_in_batches(
         batch = items[start : start + batch_size]
         parts.append(embed(batch))
         if progress is not None:
-            progress.advance(len(batch))
+            progress.update(len(batch))
     if progress is not None:
         progress.close()
     return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
-
-
-class Progress:
-    """A one-line progress report on stderr: ``\\r``-updated on a terminal, else every 10%."""
-
-    def __init__(self, total: int, *, label: str, enabled: bool = True) -> None:
-        self.total = max(total, 0)
-        self.label = label
-        self.done = 0
-        self.enabled = enabled
-        self.started = time.perf_counter()
-        self.tty = sys.stderr.isatty()
-        self._next_mark = 0.1
-
-    def advance(self, count: int) -> None:
-        self.done += count
-        if not self.enabled:
-            return
-        fraction = self.done / self.total if self.total else 1.0
-        if self.tty:
-            print(f"\r{self._line()}", end="", file=sys.stderr, flush=True)
-        elif fraction >= self._next_mark and self.done < self.total:
-            print(self._line(), file=sys.stderr, flush=True)
-            while self._next_mark <= fraction:
-                self._next_mark += 0.1
-
-    def close(self) -> None:
-        if self.enabled:
-            print(("\r" if self.tty else "") + self._line(), file=sys.stderr, flush=True)
-
-    def _line(self) -> str:
-        elapsed = max(time.perf_counter() - self.started, 1e-9)
-        width = 30
-        fraction = self.done / self.total if self.total else 1.0
-        bar = "#" * int(width * fraction) + "." * (width - int(width * fraction))
-        return (
-            f"{self.label} [{bar}] {self.done}/{self.total} "
-            f"({100 * fraction:.0f}%, {self.done / elapsed:.1f}/s)"
-        )

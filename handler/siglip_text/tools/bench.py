@@ -21,37 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-WORDS = [
-    "a",
-    "photo",
-    "of",
-    "the",
-    "red",
-    "blue",
-    "small",
-    "large",
-    "dog",
-    "cat",
-    "bird",
-    "car",
-    "robot",
-    "arm",
-    "block",
-    "table",
-    "kitchen",
-    "street",
-    "beach",
-    "mountain",
-    "river",
-    "city",
-    "night",
-    "sunset",
-    "person",
-    "playing",
-    "holding",
-    "wooden",
-    "metal",
-]
+from .texts import CAPTION_WORDS as WORDS
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

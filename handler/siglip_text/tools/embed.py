@@ -12,9 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .backends import Progress, add_backend_arguments, embed_in_batches, open_embedder
 from ..errors import SiglipError
-from .files import ToolError, is_jsonl, read_texts, write_jsonl
+from .backends import add_backend_arguments, embed_in_batches, open_embedder, progress_bar
+from .errors import ToolError
+from .files import is_jsonl, read_texts, write_jsonl
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
             embedder.embed_texts,
             texts,
             batch_size=max(1, args.batch_size),
-            progress=Progress(len(texts), label="embed", enabled=not args.quiet),
+            progress=progress_bar(len(texts), label="embed", enabled=not args.quiet),
         )
     except Exception as exc:  # an endpoint's refusal (openai errors) or an inference error
         message = exc.message if isinstance(exc, SiglipError) else str(exc)

@@ -9,11 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from .errors import ToolError
+
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
-
-
-class ToolError(Exception):
-    """Raised when a tool's input or option is unusable; the message is for the user."""
 
 
 def is_jsonl(path: Path) -> bool:

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from .lowercase import ascii_lower
+
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length, in float64 (a zero row stays zero)."""
@@ -100,14 +102,6 @@ def topk_overlap(
     )
 
 
-def ascii_lower(text: str) -> str:
-    """A-Z to a-z only, as big_vision's ``tf.strings.lower``."""
-    return text.translate(_ASCII_LOWER)
-
-
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
-
 def explain_id_mismatch(
     ours: Sequence[int],
     reference: Sequence[int],
@@ -119,7 +113,7 @@ def explain_id_mismatch(
 ) -> str:
     """Why ``reference`` differs from ``ours`` (the contract's ids for the same text).
 
-    Names the known failure modes (CONTRACT.md): padding to the longest text, left padding,
+    Names the known failure modes (docs/contract.md): padding to the longest text, left padding,
     padding with another id (SigLIP 1 used 1), a BOS, a missing or non-sticky EOS, no
     lowercasing or ASCII-only lowercasing; else the first differing position.
     """

@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from .export.tokenizer import LOWERCASE_CHOICES, Lowercase
-from .parity import unit_rows
+from ..bundle import Lowercase
 from .files import read_texts, write_jsonl
+from .lowercase import LOWERCASE_CHOICES
+from .parity import unit_rows
 
 MAX_LENGTH = 64
 

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from .backends import Embedder, add_backend_arguments, embed_in_batches, open_embedder
+from .errors import ToolError
+from .files import load_matrix, read_texts, write_jsonl
 from .parity import top_k, unit_rows
-from .files import ToolError, load_matrix, read_texts, write_jsonl
 
 DEFAULT_TEMPLATE = "this is a photo of {}."
 

@@ -16,10 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from .tokenizer import Lowercase
-from ...bundle import REVISION_PATTERN
-from ..parity import ascii_lower
-from ..files import ToolError
+from ...bundle import REVISION_PATTERN, Lowercase
+from ..errors import ToolError
+from ..lowercase import lower_text
 
 #: config.json ``model_type`` -> the transformers class that loads it.
 MODEL_CLASSES = {
@@ -126,15 +125,6 @@ def load_checkpoint(
         logit_scale=float(scale.detach().reshape(-1)[0]) if scale is not None else None,
         logit_bias=float(bias.detach().reshape(-1)[0]) if bias is not None else None,
     )
-
-
-def lower_text(text: str, mode: Lowercase) -> str:
-    """The Python lowercasing a GPU pipeline applies before the tokenizer."""
-    if mode == "unicode":
-        return text.lower()
-    if mode == "ascii":
-        return ascii_lower(text)
-    return text
 
 
 def reference_token_ids(

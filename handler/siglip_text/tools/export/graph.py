@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ...bundle import OFFLINE_OPTIMIZATION
+
 PROTOBUF_LIMIT = 2 * 1024**3
 DEFAULT_OPSET = 17
 
@@ -129,11 +131,6 @@ def _tensor_bytes(tensor: Any) -> int:
     return count * np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
 
 
-#: The offline optimization level written by export. "extended" is portable across CPUs:
-#: "all" adds layout transforms (NCHWc) that tie a saved graph to one instruction set.
-OFFLINE_OPTIMIZATION = "extended"
-
-
 def optimize_graph(path: Path) -> None:
     """Apply ONNX Runtime's graph optimizations once, offline, and save in place.
 
@@ -147,11 +144,13 @@ def optimize_graph(path: Path) -> None:
 
     import onnxruntime as ort
 
+    from ...encoder import OPTIMIZATION_LEVELS
+
     scratch = Path(tempfile.mkdtemp(prefix=".optimize-", dir=path.parent))
     try:
         staged = scratch / path.name
         options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        options.graph_optimization_level = OPTIMIZATION_LEVELS[OFFLINE_OPTIMIZATION]
         options.optimized_model_filepath = str(staged)
         options.add_session_config_entry(
             "session.optimized_model_external_initializers_file_name",

@@ -1,43 +1,14 @@
-"""Writes the SigLIP 2 contract into a ``tokenizers.Tokenizer`` (used by export and the demo).
+"""Writes the SigLIP 2 contract into a ``tokenizers.Tokenizer`` (export, and so the demo).
 
 Kept free of torch and transformers: it needs only ``tokenizers``.
 """
 
 from __future__ import annotations
 
-import string
-from typing import Literal
+from tokenizers import Tokenizer, normalizers, processors
 
-from tokenizers import Regex, Tokenizer, normalizers, processors
-
-Lowercase = Literal["unicode", "ascii", "none"]
-LOWERCASE_CHOICES: tuple[Lowercase, ...] = ("unicode", "ascii", "none")
-
-
-#: Python's ``str.lower`` maps a capital sigma to the final form when it ends a word
-#: (Unicode's Final_Sigma context: a cased letter before it, none after it, case-ignorable
-#: characters skipped); the ``Lowercase`` normalizer maps every sigma to the medial form.
-_CASED = r"[\p{Cased}&&\P{Case_Ignorable}]"
-FINAL_SIGMA = rf"(?<={_CASED}\p{{Case_Ignorable}}*)Σ(?!\p{{Case_Ignorable}}*{_CASED})"
-
-
-def lowercase_normalizer(mode: Lowercase) -> normalizers.Normalizer | None:
-    """``unicode``: ``str.lower``; ``ascii``: A-Z only, as big_vision's ``tf.strings.lower``.
-
-    ``unicode`` equals ``str.lower`` (final sigma included) for every character the two
-    Unicode versions (Python's and the Rust library's) both know.
-    """
-    if mode == "unicode":
-        return normalizers.Sequence(
-            [normalizers.Replace(Regex(FINAL_SIGMA), "ς"), normalizers.Lowercase()]
-        )
-    if mode == "ascii":
-        return normalizers.Sequence(
-            [normalizers.Replace(upper, upper.lower()) for upper in string.ascii_uppercase]
-        )
-    if mode == "none":
-        return None
-    raise ValueError(f"lowercase must be one of {LOWERCASE_CHOICES}, got {mode!r}")
+from ...bundle import Lowercase
+from ..lowercase import lowercase_normalizer
 
 
 def apply_contract(tokenizer: Tokenizer, *, lowercase: Lowercase, max_length: int) -> Tokenizer:

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 DOCKERFILE = ROOT / "handler" / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"

@@ -9,19 +9,11 @@ OpenAI's error shape with a short, escaped message; never a 5xx.
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import contextlib
-import ctypes
-import faulthandler
-import gc
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,7 +21,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from siglip_text.service import EmbeddingService
 
-from tests.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
+from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
 
 MODEL_ID = "siglip-text/demo-siglip2-tiny-RANDOM-WEIGHTS"
 VOCAB_SIZE = 777  # the demo tokenizer's; tests check it against the service
@@ -88,20 +80,6 @@ class Tally:
             f"statuses {dict(sorted(self.statuses.items()))}, "
             f"{self.vectors_checked} vectors checked, kinds {dict(sorted(self.kinds.items()))}"
         )
-
-
-@contextmanager
-def hang_guard(seconds: float) -> Iterator[None]:
-    """Kill the test process with every thread's traceback if the block runs past `seconds`.
-
-    A hang must fail the suite loudly rather than stall it; the limit is generous, it is not
-    a speed assertion.
-    """
-    faulthandler.dump_traceback_later(seconds, exit=True)
-    try:
-        yield
-    finally:
-        faulthandler.cancel_dump_traceback_later()
 
 
 # --- JSON values ---------------------------------------------------------------------------
@@ -397,18 +375,6 @@ KINDS: dict[str, Callable[[], st.SearchStrategy[Hostile]]] = {
 }
 
 
-def rss_bytes() -> int:
-    """This process's resident memory (Linux) once garbage is collected and the C heap's free
-    pages are handed back (so that what remains is memory still held), for a leak bound."""
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS in /proc/self/status")
-
-
 # --- the property --------------------------------------------------------------------------
 
 
@@ -489,110 +455,4 @@ def _vector(embedding: list[float] | str) -> np.ndarray:
 # --- calling the app --------------------------------------------------------------------
 
 
-def asgi_call(
-    app: Any,
-    body: bytes,
-    headers: dict[str, str],
-    *,
-    method: str = "POST",
-    path: str = "/v1/embeddings",
-    timeout: float = 60.0,
-    loop: asyncio.AbstractEventLoop | None = None,
-) -> tuple[int, dict[str, str], bytes]:
-    """One request straight through the ASGI app, body streamed in 64 KiB chunks.
-
-    Header values go in as raw bytes, as a server or API Gateway could hand them over
-    (latin-1 when they fit, else UTF-8); an HTTP client library would refuse some of them.
-    """
-    raw_headers = [(k.lower().encode("latin-1"), _header_bytes(v)) for k, v in headers.items()]
-    chunks = [body[i : i + 65536] for i in range(0, len(body), 65536)] or [b""]
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode("utf-8", "surrogatepass"),
-        "query_string": b"",
-        "root_path": "",
-        "headers": raw_headers,
-        "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80),
-    }
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        if chunks:
-            chunk = chunks.pop(0)
-            return {"type": "http.request", "body": chunk, "more_body": bool(chunks)}
-        await asyncio.Event().wait()  # the client stays connected until the answer
-        raise AssertionError("unreachable")
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    runner = loop or asyncio.new_event_loop()
-    try:
-        runner.run_until_complete(asyncio.wait_for(app(scope, receive, send), timeout))
-    except Exception as exc:  # Starlette re-raises after sending its 500: report it as one
-        if not any(m["type"] == "http.response.start" for m in sent):
-            return 500, {}, repr(exc).encode()
-    finally:
-        if loop is None:
-            runner.close()
-    start = next(m for m in sent if m["type"] == "http.response.start")
-    answer_headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in start["headers"]}
-    content = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return start["status"], answer_headers, content
-
-
-def _header_bytes(value: str) -> bytes:
-    try:
-        return value.encode("latin-1")
-    except UnicodeEncodeError:
-        return value.encode("utf-8")
-
-
 # --- API Gateway events --------------------------------------------------------------------
-
-
-def gateway_event(
-    template: dict[str, Any], request: Hostile, *, base64_body: bool, path: str | None = None
-) -> dict[str, Any]:
-    """An API Gateway event (REST v1 or HTTP API v2) carrying `request` as API Gateway would.
-
-    A body that is not UTF-8 can only arrive base64-encoded (API Gateway's binary media
-    types), so it always is; a UTF-8 one is base64-encoded when `base64_body` says so.
-    """
-    event = json.loads(json.dumps(template))
-    try:
-        text: str | None = request.body.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    if text is None or base64_body:
-        event["body"], event["isBase64Encoded"] = base64.b64encode(request.body).decode(), True
-    else:
-        event["body"], event["isBase64Encoded"] = text, False
-    headers = {"host": "abc123.execute-api.us-east-1.amazonaws.com", **request.header_dict()}
-    # API Gateway passes header values as text; latin-1 bytes arrive as their characters.
-    if event.get("version") == "2.0":
-        event["headers"] = headers
-        if path is not None:
-            event["rawPath"] = event["requestContext"]["http"]["path"] = path
-    else:
-        event["headers"] = headers
-        event["multiValueHeaders"] = {k: [v] for k, v in headers.items()}
-        if path is not None:
-            event["path"] = event["requestContext"]["path"] = path
-    return event
-
-
-def lambda_answer(result: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
-    """Status, lower-cased headers and body bytes of a Lambda proxy response."""
-    body = result.get("body") or ""
-    content = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode("utf-8")
-    headers = {k.lower(): v for k, v in (result.get("headers") or {}).items()}
-    for key, values in (result.get("multiValueHeaders") or {}).items():
-        headers[key.lower()] = values[-1]
-    return result["statusCode"], headers, content

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from jsonschema import Draft202012Validator
 
-SCHEMA_PATH = Path(__file__).resolve().parent / "fixtures" / "openai-embeddings-schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "openai-embeddings-schema.json"
 
 
 @cache

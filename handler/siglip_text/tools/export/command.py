@@ -1,0 +1,109 @@
+"""`siglip-text export`: the command line of the export pipeline (pipeline.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ...errors import SiglipError
+from ..errors import EXIT_CHECK_FAILED, EXIT_OK, CheckFailed
+from ..lowercase import LOWERCASE_CHOICES
+from .checks import FP32_MIN_COSINE, INT8_MIN_COSINE
+from .graph import DEFAULT_OPSET
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="a Hugging Face model id (needs --revision SHA) or a save_pretrained directory",
+    )
+    parser.add_argument("--out", type=Path, required=True, help="the bundle directory to write")
+    parser.add_argument(
+        "--repository",
+        help="the model id recorded in the manifest (required for a local SOURCE; default: "
+        "SOURCE when it is a Hub id)",
+    )
+    parser.add_argument(
+        "--revision", help="the full 40-character commit SHA of the checkpoint (required)"
+    )
+    parser.add_argument("--precision", choices=["fp32", "int8"], default="fp32")
+    parser.add_argument(
+        "--lowercase",
+        choices=LOWERCASE_CHOICES,
+        default="unicode",
+        help="lowercasing written into tokenizer.json: unicode (Python's str.lower, default), "
+        "ascii (A-Z only, as big_vision), none",
+    )
+    parser.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset (17)")
+    parser.add_argument("--threads", type=int, help="ONNX Runtime threads for the checks")
+    parser.add_argument(
+        "--force", action="store_true", help="write into a non-empty --out directory"
+    )
+    parser.add_argument(
+        "--min-cosine",
+        type=float,
+        default=FP32_MIN_COSINE,
+        help=f"fp32 graph vs PyTorch, lowest cosine allowed ({FP32_MIN_COSINE})",
+    )
+    parser.add_argument(
+        "--int8-min-cosine",
+        type=float,
+        default=INT8_MIN_COSINE,
+        help=f"int8 graph vs fp32 graph, lowest cosine allowed ({INT8_MIN_COSINE})",
+    )
+    parser.add_argument(
+        "--single-file",
+        action="store_true",
+        help="keep the weights inside text_model.onnx (default: a .data file beside it, which "
+        "ONNX Runtime memory-maps; much faster init and less memory)",
+    )
+    parser.add_argument(
+        "--no-optimize",
+        action="store_true",
+        help="skip ONNX Runtime's offline graph optimization (default: done once at export, "
+        "so the server loads the graph without optimizing it again)",
+    )
+    parser.add_argument(
+        "--fidelity-corpus",
+        type=int,
+        default=512,
+        help="int8: synthetic corpus size for the top-10 overlap (512)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from .pipeline import ExportOptions, export_bundle
+    from .report import summary
+
+    options = ExportOptions(
+        source=args.source,
+        out=args.out,
+        repository=args.repository,
+        revision=args.revision,
+        precision=args.precision,
+        lowercase=args.lowercase,
+        opset=args.opset,
+        threads=args.threads,
+        force=args.force,
+        min_cosine=args.min_cosine,
+        int8_min_cosine=args.int8_min_cosine,
+        fidelity_corpus=args.fidelity_corpus,
+        external_data=not args.single_file,
+        optimize=not args.no_optimize,
+    )
+    try:
+        report = export_bundle(options)
+    except (CheckFailed, SiglipError) as exc:
+        # A bundle that fails its checks (a SiglipError here is the init probe's) is a
+        # failed check: exit status 1.
+        message = exc.message if isinstance(exc, SiglipError) else str(exc)
+        print(
+            f"siglip-text export: FAILED: {message}\n(no manifest.json was written: "
+            f"{options.out} cannot be served)",
+            file=sys.stderr,
+        )
+        return EXIT_CHECK_FAILED
+    print(summary(report))
+    return EXIT_OK

@@ -1,0 +1,32 @@
+"""The summary ``siglip-text export`` prints for a bundle it wrote."""
+
+from __future__ import annotations
+
+from ..parity import VectorStats
+from .pipeline import ExportReport
+
+
+def summary(report: ExportReport) -> str:
+    manifest = report.manifest.model_dump(mode="json", exclude_none=True)
+    lines = [f"exported {manifest['repository']}@{manifest['revision'][:12]} to {report.out}"]
+    lines.append(
+        f"  precision {manifest['precision']}, dimension {manifest['embedding_dimension']}, "
+        f"lowercase {manifest['lowercase']}, opset {manifest['opset']}"
+    )
+    for name, entry in manifest["files"].items():
+        lines.append(f"  {name:<24} {entry['size'] / 1e6:10.1f} MB  sha256 {entry['sha256'][:16]}")
+    stats = VectorStats(**{k: v for k, v in manifest["export_check"]["vs_pytorch"].items()})
+    lines.append(
+        f"  vs PyTorch ({stats.count} texts): cosine min {stats.cosine_min:.7f} mean "
+        f"{stats.cosine_mean:.7f}, max abs error {stats.max_abs_error:.2e}; tokenizer parity "
+        f"{stats.count}/{stats.count}"
+    )
+    if "fidelity" in manifest:
+        fid = manifest["fidelity"]
+        lines.append(
+            f"  int8 vs fp32: cosine min {fid['cosine']['cosine_min']:.6f} mean "
+            f"{fid['cosine']['cosine_mean']:.6f}; top-10 overlap mean "
+            f"{fid['top10_overlap']['mean']:.3f} min {fid['top10_overlap']['min']:.3f}"
+        )
+    lines.append("  " + ", ".join(f"{k} {v:.1f}" for k, v in report.timings.items()))
+    return "\n".join(lines)

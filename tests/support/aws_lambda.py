@@ -1,0 +1,145 @@
+"""Lambda for the tests: the context object, the event files, gateway events made from a
+request, the entry point imported in-process under a given environment (its init phase).
+
+Importing it reconfigures the package's loggers for good (Powertools'
+``copy_config_to_registered_loggers``: its own handlers, ``propagate = False``); the helpers
+here put them back, so that later tests see plain `logging` as `siglip-text serve` has it.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from siglip_text.config import get_settings
+
+from tests.support.paths import EVENTS
+
+if TYPE_CHECKING:
+    from tests.support.hostile import Hostile
+
+MODULE = "siglip_text.lambda_function"
+
+
+@contextmanager
+def imported_lambda(model_dir: Path, **env: str) -> Iterator[ModuleType]:
+    """`siglip_text.lambda_function` freshly imported (init at import) with SIGLIP_* set."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("SIGLIP_MODEL_DIR", str(model_dir))
+    patch.setenv("SIGLIP_ORT_INTRA_OP_THREADS", "1")
+    patch.setenv("SIGLIP_AUTH_MODE", "none")
+    patch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    patch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SiglipTextTest")
+    for name, value in env.items():
+        patch.setenv(name, value)
+    get_settings.cache_clear()
+    sys.modules.pop(MODULE, None)
+    try:
+        with plain_package_loggers():
+            yield importlib.import_module(MODULE)
+    finally:
+        sys.modules.pop(MODULE, None)
+        get_settings.cache_clear()
+        patch.undo()
+
+
+@contextmanager
+def plain_package_loggers() -> Iterator[None]:
+    """The ``siglip_text`` loggers as plain `logging` has them (no handlers, propagating) for
+    the block, and as they were afterwards."""
+    loggers = [logging.getLogger("siglip_text")] + [
+        logger
+        for name, logger in logging.root.manager.loggerDict.items()
+        if name.startswith("siglip_text.") and isinstance(logger, logging.Logger)
+    ]
+    saved = [(lg, lg.handlers[:], lg.level, lg.propagate, lg.disabled) for lg in loggers]
+    for logger in loggers:
+        logger.handlers, logger.propagate, logger.disabled = [], True, False
+        logger.setLevel(logging.NOTSET)
+    try:
+        yield
+    finally:
+        for logger, handlers, level, propagate, disabled in saved:
+            logger.handlers, logger.propagate, logger.disabled = handlers, propagate, disabled
+            logger.setLevel(level)
+
+
+@dataclass
+class LambdaContext:
+    """The attributes of Lambda's context object that Powertools and Mangum read."""
+
+    function_name: str = "siglip-text"
+    function_version: str = "$LATEST"
+    memory_limit_in_mb: int = 3008
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:siglip-text"
+    aws_request_id: str = "52fdfc07-2182-154f-163f-5f0f9a621d72"
+    log_group_name: str = "/aws/lambda/siglip-text"
+    log_stream_name: str = "2026/11/30/[$LATEST]abcdef"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def load_event(name: str) -> dict[str, Any]:
+    return json.loads((EVENTS / name).read_text())
+
+
+def gateway_event(
+    template: dict[str, Any], request: Hostile, *, base64_body: bool, path: str | None = None
+) -> dict[str, Any]:
+    """An API Gateway event (REST v1 or HTTP API v2) carrying `request` as API Gateway would.
+
+    A body that is not UTF-8 can only arrive base64-encoded (API Gateway's binary media
+    types), so it always is; a UTF-8 one is base64-encoded when `base64_body` says so.
+    """
+    event = json.loads(json.dumps(template))
+    try:
+        text: str | None = request.body.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or base64_body:
+        event["body"], event["isBase64Encoded"] = base64.b64encode(request.body).decode(), True
+    else:
+        event["body"], event["isBase64Encoded"] = text, False
+    headers = {"host": "abc123.execute-api.us-east-1.amazonaws.com", **request.header_dict()}
+    # API Gateway passes header values as text; latin-1 bytes arrive as their characters.
+    if event.get("version") == "2.0":
+        event["headers"] = headers
+        if path is not None:
+            event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    else:
+        event["headers"] = headers
+        event["multiValueHeaders"] = {k: [v] for k, v in headers.items()}
+        if path is not None:
+            event["path"] = event["requestContext"]["path"] = path
+    return event
+
+
+def lambda_answer(result: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+    """Status, lower-cased headers and body bytes of a Lambda proxy response."""
+    body = result.get("body") or ""
+    content = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode("utf-8")
+    headers = {k.lower(): v for k, v in (result.get("headers") or {}).items()}
+    for key, values in (result.get("multiValueHeaders") or {}).items():
+        headers[key.lower()] = values[-1]
+    return result["statusCode"], headers, content
+
+
+def expected_status(name: str) -> int:
+    if "bad-request" in name:
+        return 400
+    if "unknown-route" in name:
+        return 404
+    if "unauthorized" in name:
+        return 401
+    return 200

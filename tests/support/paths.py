@@ -1,0 +1,9 @@
+"""Where the repository's files are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+EVENTS = ROOT / "events"
