@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +55,25 @@ def test_the_command_line_loads_only_the_chosen_command(argv: list[str]) -> None
         assert "siglip_text.tools.export.command" in tools
         assert not {"siglip_text.tools.verify.command", "siglip_text.tools.bench"} & tools
         assert "torch" not in loaded
+
+
+def test_readme_layout_names_every_module_of_the_package() -> None:
+    # GIVEN the "Layout" section of the README and the package's modules on disk
+    readme = (ROOT / "README.md").read_text()
+    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    package = ROOT / "handler" / "siglip_text"
+    modules = {
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*.py")
+        if path.name != "__init__.py"
+    }
+
+    # THEN each module is named there (in a subpackage: the subpackage and the module's name)
+    def named(module: str) -> bool:
+        path = Path(module)
+        if path.parent == Path("."):
+            return path.name in layout
+        return f"{path.parent.name}/" in layout and path.stem in layout
+
+    missing = {module for module in modules if not named(module)}
+    assert not missing, f"README 'Layout' does not name: {sorted(missing)}"
