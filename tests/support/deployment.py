@@ -41,8 +41,8 @@ def _intrinsic(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[st
         value = loader.construct_sequence(node, deep=True)
     else:
         value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
-    if suffix == "Ref":
-        return {"Ref": value}
+    if suffix in ("Ref", "Condition"):  # the two whose long form has no "Fn::"
+        return {suffix: value}
     if suffix == "GetAtt" and isinstance(value, str):
         value = value.split(".", 1)
     return {f"Fn::{suffix}": value}
@@ -96,6 +96,10 @@ def evaluate_conditions(template: dict[str, Any], params: dict[str, str]) -> dic
                 return all(evaluate(v) for v in arg)
             if key == "Fn::Or":
                 return any(evaluate(v) for v in arg)
+            if key == "Fn::Join":  # of a CommaDelimitedList parameter, passed as "a,b"
+                items = evaluate(arg[1])
+                items = (items.split(",") if items else []) if isinstance(items, str) else items
+                return str(arg[0]).join(str(evaluate(v)) for v in items)
             raise Unresolvable(f"condition function {key}")
         return value
 
@@ -138,7 +142,7 @@ def resolve(
                         raise Unresolvable(f"Sub ${{{match.group(1)}}}")
                     return names[match.group(1)]
 
-                return re.sub(r"\$\{([A-Za-z0-9:]+)\}", substitute, arg)
+                return re.sub(r"\$\{([A-Za-z0-9:.]+)\}", substitute, arg)
             if key.startswith("Fn::"):
                 raise Unresolvable(key)
         if isinstance(item, dict):

@@ -182,15 +182,13 @@ def test_image_layers_are_dependencies_then_bundle_then_package() -> None:
 # --- the API: routes and gateway responses -------------------------------------------------
 
 
-def test_api_routes_are_exactly_the_apps_routes(
-    function: dict[str, Any], service: EmbeddingService, settings: Settings
+def test_api_routes_are_exactly_the_apps_routes_each_a_proxy_to_the_live_alias(
+    template: dict[str, Any], service: EmbeddingService, settings: Settings
 ) -> None:
-    events = function["Properties"]["Events"].values()
-    routed = {
-        (e["Properties"]["Method"].upper(), e["Properties"]["Path"])
-        for e in events
-        if e["Type"] == "Api"
-    }
+    api = template["Resources"]["SiglipTextApi"]
+    assert api["Condition"] == "UseRestApi"
+    paths = api["Properties"]["DefinitionBody"]["paths"]
+    routed = {(method.upper(), path) for path, item in paths.items() for method in item}
     app = create_app(service, settings)
     served = {
         (method.upper(), path)
@@ -199,8 +197,15 @@ def test_api_routes_are_exactly_the_apps_routes(
     }
     assert routed == served
     assert {("POST", "/v1/embeddings"), ("GET", "/health")} <= routed
-    api_ids = {json.dumps(e["Properties"]["RestApiId"]) for e in events}
-    assert api_ids == {json.dumps({"Ref": "SiglipTextApi"})}
+    for item in paths.values():
+        for operation in item.values():
+            integration = operation["x-amazon-apigateway-integration"]
+            assert (integration["type"], integration["httpMethod"]) == ("aws_proxy", "POST")
+            uri, names = integration["uri"]["Fn::Sub"]
+            assert uri.endswith("/functions/${Live}/invocations")
+            assert names == {"Live": {"Ref": "SiglipTextFunction.Alias"}}
+    # no function Events: SAM would give their invoke permissions no condition
+    assert "Events" not in function_resource(template)["Properties"]
 
 
 def gateway_responses(template: dict[str, Any]) -> dict[str, Any]:
@@ -284,27 +289,66 @@ def test_conditions_follow_the_parameters(template: dict[str, Any]) -> None:
 # --- observability and outputs -------------------------------------------------------------
 
 
-def test_alarms_watch_throttles_errors_and_p99_latency(template: dict[str, Any]) -> None:
-    alarms = [r["Properties"] for r in template["Resources"].values()]
-    alarms = [a for a in alarms if "MetricName" in a]
+#: What each frontend's alarms watch beyond Lambda's Throttles and Errors: its 5xx count and
+#: its p99 latency. A function URL has no API Gateway metrics; Lambda publishes Url* metrics.
+FRONTEND_METRICS = {
+    "rest-api": {("AWS/ApiGateway", "5XXError"), ("AWS/ApiGateway", "Latency")},
+    "function-url": {("AWS/Lambda", "Url5xxCount"), ("AWS/Lambda", "UrlRequestLatency")},
+}
+
+
+@pytest.mark.parametrize("frontend", sorted(FRONTEND_METRICS))
+def test_alarms_watch_throttles_errors_5xx_and_p99_latency_of_the_chosen_frontend(
+    template: dict[str, Any], frontend: str
+) -> None:
+    conditions = evaluate_conditions(template, parameter_defaults(template, Frontend=frontend))
+    alarms = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Alarm" and conditions.get(r.get("Condition"), True)
+    ]
     watched = {(a["Namespace"], a["MetricName"]) for a in alarms}
-    assert {("AWS/Lambda", "Throttles"), ("AWS/Lambda", "Errors")} <= watched
-    assert ("AWS/ApiGateway", "5XXError") in watched
-    latency = [a for a in alarms if a["MetricName"] == "Latency"]
-    assert latency and latency[0]["ExtendedStatistic"] == "p99"
+    assert watched == {("AWS/Lambda", "Throttles"), ("AWS/Lambda", "Errors")} | FRONTEND_METRICS[
+        frontend
+    ]
+    latency = [a for a in alarms if "Latency" in a["MetricName"]]
+    assert len(latency) == 1 and latency[0]["ExtendedStatistic"] == "p99"
+    assert latency[0]["Threshold"] == {"Ref": "LatencyP99AlarmMs"}
     api_name = template["Resources"]["SiglipTextApi"]["Properties"]["Name"]
     for alarm in alarms:
         dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
         if alarm["Namespace"] == "AWS/ApiGateway":
             assert dimensions["ApiName"] == api_name  # else the alarm watches nothing
         else:
-            assert dimensions["FunctionName"] == {"Ref": "SiglipTextFunction"}
+            assert dimensions == {"FunctionName": {"Ref": "SiglipTextFunction"}}
 
 
-def test_outputs_give_the_v1_base_url_and_the_function_name(template: dict[str, Any]) -> None:
-    outputs = template["Outputs"]
-    assert outputs["ApiBaseUrl"]["Value"]["Fn::Sub"].endswith("/${StageName}/v1")
-    assert outputs["FunctionName"]["Value"] == {"Ref": "SiglipTextFunction"}
+@pytest.mark.parametrize(
+    ("frontend", "base_url"),
+    [
+        ("rest-api", "https://abc123.execute-api.us-east-1.amazonaws.com/prod/v1"),
+        ("function-url", "https://xyz789.lambda-url.us-east-1.on.aws/v1"),
+    ],
+)
+def test_outputs_give_the_v1_base_url_of_either_frontend_and_the_function_name(
+    template: dict[str, Any], frontend: str, base_url: str
+) -> None:
+    params = parameter_defaults(template, Frontend=frontend)
+    refs = {
+        "SiglipTextApi": "abc123",
+        "FunctionUrl.FunctionUrl": "https://xyz789.lambda-url.us-east-1.on.aws/",  # as GetAtt
+        "AWS::Region": "us-east-1",
+        "AWS::URLSuffix": "amazonaws.com",
+    }
+    conditions = evaluate_conditions(template, params)
+    outputs = {
+        name: resolve(template["Outputs"][name], params, conditions, refs)
+        for name in ("ApiBaseUrl", "HealthUrl", "Frontend")
+    }
+    assert outputs["ApiBaseUrl"]["Value"] == base_url
+    assert outputs["HealthUrl"]["Value"] == base_url.removesuffix("/v1") + "/health"
+    assert outputs["Frontend"]["Value"] == frontend
+    assert template["Outputs"]["FunctionName"]["Value"] == {"Ref": "SiglipTextFunction"}
 
 
 def test_samconfig_overrides_only_template_parameters(template: dict[str, Any]) -> None:
