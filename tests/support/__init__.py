@@ -1,0 +1,1 @@
+"""Helpers shared by the tests (never tests themselves, never imported from conftest)."""
