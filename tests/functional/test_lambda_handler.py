@@ -49,15 +49,15 @@ def invoke(module: ModuleType, event: dict[str, Any]) -> tuple[int, dict[str, st
     return result["statusCode"], headers, json.loads(body)
 
 
-def test_events_cover_rest_and_http_api_health_embeddings_and_a_bad_request() -> None:
+def test_events_cover_rest_http_api_and_function_url_health_embeddings_and_a_bad_request() -> None:
     kinds = {tuple(n.removesuffix(".json").split("-")[:2]) for n in EVENT_FILES}
     assert {
-        ("rest", "health"),
-        ("http", "health"),
-        ("rest", "embeddings"),
-        ("http", "embeddings"),
+        (frontend, route) for frontend in ("rest", "http", "url") for route in ("health", "embeddings")
     } <= kinds
-    assert any("bad-request" in n for n in EVENT_FILES)
+    for frontend in ("rest", "http", "url"):
+        assert f"{frontend}-embeddings-bad-request.json" in EVENT_FILES
+    for name in ("base64-body", "with-api-key", "wrong-api-key"):
+        assert f"url-embeddings-{name}.json" in EVENT_FILES
 
 
 @pytest.mark.parametrize("name", EVENT_FILES)
@@ -74,10 +74,13 @@ def test_event_file_gets_its_expected_answer(lambda_module: ModuleType, name: st
         assert body["status"] == "ok"
 
 
-def test_rest_and_http_api_events_give_identical_vectors(lambda_module: ModuleType) -> None:
+def test_rest_http_api_and_function_url_events_give_identical_vectors(
+    lambda_module: ModuleType,
+) -> None:
     _, _, rest = invoke(lambda_module, load_event("rest-embeddings-text.json"))
     _, _, http = invoke(lambda_module, load_event("http-embeddings-text.json"))
-    assert rest["data"] == http["data"]
+    _, _, url = invoke(lambda_module, load_event("url-embeddings-text.json"))
+    assert rest["data"] == http["data"] == url["data"]
     expected = lambda_module.app.state.service.embed_texts(["a photo of a cat"]).vectors[0]
     np.testing.assert_allclose(np.array(rest["data"][0]["embedding"]), expected, atol=1e-7)
 
@@ -87,6 +90,61 @@ def test_base64_encoded_request_body_is_decoded(lambda_module: ModuleType) -> No
     assert event["isBase64Encoded"] is True
     status, _, body = invoke(lambda_module, event)
     assert status == 200 and len(body["data"]) == 1
+
+
+def test_function_url_base64_body_is_decoded_and_answers_base64_vectors(
+    lambda_module: ModuleType,
+) -> None:
+    # GIVEN what a function URL sends for a binary content type: the body base64-encoded
+    event = load_event("url-embeddings-base64-body.json")
+    assert event["isBase64Encoded"] is True
+    assert event["headers"]["content-type"] == "application/octet-stream"
+    request = json.loads(base64.b64decode(event["body"]))
+    # WHEN the handler serves it
+    status, _, body = invoke(lambda_module, event)
+    # THEN the vectors are those of the decoded request's texts, in order, as base64
+    assert status == 200
+    expected = lambda_module.app.state.service.embed_texts(request["input"]).vectors
+    got = np.stack([decode_base64(item["embedding"]) for item in body["data"]])
+    np.testing.assert_allclose(got, expected, atol=1e-7)
+
+
+def test_function_url_events_have_the_payload_format_a_function_url_sends() -> None:
+    # Powertools' model of the function URL event (payload format 2.0, with $default as the
+    # route key and stage: a function URL has no routes), not API Gateway's HTTP API event.
+    from aws_lambda_powertools.utilities.parser.models import LambdaFunctionUrlModel
+
+    names = [n for n in EVENT_FILES if n.startswith("url-")]
+    assert len(names) >= 5
+    for name in names:
+        event = load_event(name)
+        parsed = LambdaFunctionUrlModel(**event)
+        assert parsed.version == "2.0" and parsed.routeKey == "$default", name
+        assert parsed.requestContext.stage == "$default", name
+        assert event["requestContext"]["domainName"].endswith(".lambda-url.us-east-1.on.aws")
+        assert event["headers"]["host"] == event["requestContext"]["domainName"]
+        assert all(key == key.lower() for key in event["headers"]), name  # as sent: lowercase
+
+
+@pytest.mark.parametrize("name", [n for n in EVENT_FILES if n.startswith("url-")])
+def test_function_url_responses_are_in_the_format_a_function_url_reads(
+    lambda_module: ModuleType, name: str
+) -> None:
+    # A function URL maps statusCode, headers, body, isBase64Encoded and cookies to HTTP;
+    # API Gateway v1's multiValueHeaders are not part of that format (they would be lost).
+    result = lambda_module.handler(load_event(name), LambdaContext())
+    assert set(result) <= {"statusCode", "headers", "body", "isBase64Encoded", "cookies"}
+    assert isinstance(result["statusCode"], int) and isinstance(result["body"], str)
+    assert result["headers"]["content-type"].startswith("application/json")
+
+
+def test_function_url_request_id_becomes_the_log_correlation_id(lambda_module: ModuleType) -> None:
+    # The handler's correlation path (requestContext.requestId) exists in function URL
+    # events too: every log line of the request carries the id the URL's logs show.
+    for name in ("url-embeddings-bad-request.json", "url-health.json"):
+        event = load_event(name)
+        invoke(lambda_module, event)
+        assert lambda_module.logger.get_correlation_id() == event["requestContext"]["requestId"]
 
 
 def test_base64_encoding_format_through_the_handler(lambda_module: ModuleType) -> None:
