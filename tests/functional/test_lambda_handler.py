@@ -51,10 +51,9 @@ def invoke(module: ModuleType, event: dict[str, Any]) -> tuple[int, dict[str, st
 
 def test_events_cover_rest_http_api_and_function_url_health_embeddings_and_a_bad_request() -> None:
     kinds = {tuple(n.removesuffix(".json").split("-")[:2]) for n in EVENT_FILES}
-    assert {
-        (frontend, route) for frontend in ("rest", "http", "url") for route in ("health", "embeddings")
-    } <= kinds
-    for frontend in ("rest", "http", "url"):
+    frontends = ("rest", "http", "url")
+    assert {(f, route) for f in frontends for route in ("health", "embeddings")} <= kinds
+    for frontend in frontends:
         assert f"{frontend}-embeddings-bad-request.json" in EVENT_FILES
     for name in ("base64-body", "with-api-key", "wrong-api-key"):
         assert f"url-embeddings-{name}.json" in EVENT_FILES

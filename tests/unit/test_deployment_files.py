@@ -308,9 +308,8 @@ def test_alarms_watch_throttles_errors_5xx_and_p99_latency_of_the_chosen_fronten
         if r["Type"] == "AWS::CloudWatch::Alarm" and conditions.get(r.get("Condition"), True)
     ]
     watched = {(a["Namespace"], a["MetricName"]) for a in alarms}
-    assert watched == {("AWS/Lambda", "Throttles"), ("AWS/Lambda", "Errors")} | FRONTEND_METRICS[
-        frontend
-    ]
+    lambda_metrics = {("AWS/Lambda", "Throttles"), ("AWS/Lambda", "Errors")}
+    assert watched == lambda_metrics | FRONTEND_METRICS[frontend]
     latency = [a for a in alarms if "Latency" in a["MetricName"]]
     assert len(latency) == 1 and latency[0]["ExtendedStatistic"] == "p99"
     assert latency[0]["Threshold"] == {"Ref": "LatencyP99AlarmMs"}
