@@ -290,7 +290,24 @@ def main() -> None:
     parser.add_argument("--batches", default="1,8,32")
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--threads", type=int, default=None, help="default: CPUs available")
-    parser.add_argument("--memory-sizes", default="1024,1769,2048,3008,3538,4096")
+    parser.add_argument(
+        "--memory-sizes",
+        default="1024,1769,3538",
+        help="Lambda memory sizes (MB) for the cost model (README: 1024, 1769, 3538)",
+    )
+    parser.add_argument(
+        "--latency-budgets",
+        default="30,50,100,150,250",
+        help="latency budgets (ms) for the cheapest-choice table",
+    )
+    parser.add_argument(
+        "--latency",
+        action="append",
+        default=[],
+        metavar="NAME=THREADS:MS,...",
+        help="print only the cost model, from these single-query latencies instead of "
+        "measuring (e.g. fp32=1:127,2:80 int8=1:42,2:26: handler medians at 1 and 2 threads)",
+    )
     parser.add_argument(
         "--allow-spinning",
         choices=["true", "false"],
@@ -310,6 +327,13 @@ def main() -> None:
     if args.worker:
         worker = {"ort": worker_ort, "torch": worker_torch, "floor": worker_floor}[args.worker]
         print(json.dumps(worker(args)))
+        return
+    if args.latency:
+        given = {
+            name: {int(t): float(ms) for t, ms in (pair.split(":") for pair in pairs.split(","))}
+            for name, pairs in (item.split("=", 1) for item in args.latency)
+        }
+        print("\n".join(cost_report(given, args, source="the given latencies (not measured here)")))
         return
     bundles = dict(item.split("=", 1) for item in args.bundle) or {
         "fp32": str(ROOT / "handler" / "siglip_text" / "demo")
@@ -353,8 +377,95 @@ def main() -> None:
     print(report(figures, bundles, args))
 
 
+def usd(value: float) -> str:
+    return f"${value:.2f}"
+
+
+def cost_report(
+    latencies: dict[str, dict[int, float]], args: argparse.Namespace, *, source: str
+) -> list[str]:
+    """The cost model per frontend: every option, then the cheapest one per latency budget.
+
+    ``latencies``: precision -> {threads: single-query handler latency in ms}.
+    """
+    from benchmarks.cost import (
+        ARCHITECTURES,
+        FRONTEND_LABEL,
+        FRONTEND_USD_PER_MILLION,
+        cheapest_within,
+        options,
+    )
+
+    sizes = [int(m) for m in str(args.memory_sizes).split(",")]
+    budgets = [float(b) for b in str(args.latency_budgets).split(",")]
+    frontends = list(FRONTEND_USD_PER_MILLION)
+    threads = sorted({t for by_threads in latencies.values() for t in by_threads})
+    every = options(latencies, sizes)
+
+    def prices(option: Any) -> list[str]:
+        return [
+            " / ".join(usd(option.cost(arch, frontend).total_usd) for arch in ARCHITECTURES)
+            for frontend in frontends
+        ]
+
+    lines = [
+        "",
+        "## Cost per million single-text queries, per frontend",
+        "",
+        f"Latency at each memory size from {source} at {', '.join(map(str, threads))} "
+        "thread(s) on x86_64: the 1-thread latency stretched by the CPU share below one vCPU "
+        "(1,769 MB), the best thread count at or below the share above it (larger sizes "
+        "assumed no faster). arm64 is priced at the same latency (not measured). Each total "
+        "is Lambda (GB-seconds, billed per ms, + $0.20) plus the frontend: "
+        + ", ".join(f"{FRONTEND_LABEL[f]} {usd(FRONTEND_USD_PER_MILLION[f])}" for f in frontends)
+        + ".",
+        "",
+        "| precision | memory | est. ms | "
+        + " | ".join(f"{FRONTEND_LABEL[f]} x86_64 / arm64" for f in frontends)
+        + " |",
+        "|---|---|---|" + "---|" * len(frontends),
+    ]
+    for option in every:
+        lines.append(
+            f"| {option.precision} | {option.memory_mb:,} MB | {option.latency_ms:.0f} | "
+            + " | ".join(prices(option))
+            + " |"
+        )
+    rest, url = "rest-api", "function-url"
+    lines += [
+        "",
+        "## Cheapest choice for a latency budget",
+        "",
+        "Per precision, the memory size with the lowest cost whose estimated latency meets the "
+        "budget (x86_64 latencies; the same choice on arm64, whose GB-seconds cost 20% "
+        "less), and what it costs behind a REST API and behind a function URL.",
+        "",
+        f"| budget | precision | memory | est. ms | {FRONTEND_LABEL[rest]} x86_64 / arm64 | "
+        f"{FRONTEND_LABEL[url]} x86_64 / arm64 | {FRONTEND_LABEL[url]} / {FRONTEND_LABEL[rest]} |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for budget in budgets:
+        for precision in latencies:
+            mine = [o for o in every if o.precision == precision]
+            best = cheapest_within(mine, budget, architecture="x86_64", frontend=rest)
+            if best is None:
+                lines.append(f"| {budget:.0f} ms | {precision} | none fits | | | | |")
+                continue
+            ratio = (
+                best.cost("x86_64", url).total_usd / best.cost("x86_64", rest).total_usd
+            )
+            cells = [
+                " / ".join(usd(best.cost(arch, frontend).total_usd) for arch in ARCHITECTURES)
+                for frontend in (rest, url)
+            ]
+            lines.append(
+                f"| {budget:.0f} ms | {precision} | {best.memory_mb:,} MB | "
+                f"{best.latency_ms:.0f} | {cells[0]} | {cells[1]} | {ratio:.2f} |"
+            )
+    return lines
+
+
 def report(figures: dict[str, Any], bundles: dict[str, str], args: argparse.Namespace) -> str:
-    from benchmarks.cost import cost_per_million, latency_at_memory
 
     lines = [
         f"## Latency (ms), {args.threads} thread(s), ORT spinning {args.allow_spinning}, "
@@ -429,30 +540,16 @@ def report(figures: dict[str, Any], bundles: dict[str, str], args: argparse.Name
         "",
     ]
     lines += [f"- {name}: {value:.6f}" for name, value in figures["fidelity"].items()]
-    sizes = [int(m) for m in str(args.memory_sizes).split(",")]
-    lines += [
-        "",
-        "## Cost per million single-text queries (handler median latency, REST API)",
-        "",
-        "Latency at each memory size is estimated from the 1-thread latency scaled by the CPU "
-        "share below one vCPU; measured here on x86_64 and assumed equal on arm64.",
-        "",
-    ]
-    lines.append("| precision | memory MB | vCPU | est. ms | x86_64 $ | arm64 $ |")
-    lines.append("|---|---|---|---|---|---|")
+    latencies = {}
     for name in bundles:
         if "1" not in figures[name]["latency"]:
             continue
         by_threads = {args.threads: figures[name]["latency"]["1"]["handler"]["median_ms"]}
         if args.threads > 1:
             by_threads[1] = figures[name]["one_thread_ms"]
-        for memory in sizes:
-            ms = latency_at_memory(by_threads, memory)
-            x86 = cost_per_million(ms, memory_mb=memory, architecture="x86_64")
-            arm = cost_per_million(ms, memory_mb=memory, architecture="arm64")
-            lines.append(
-                f"| {name} | {memory} | {memory / 1769:.2f} | {ms:.1f} | {x86.total_usd:.2f} | {arm.total_usd:.2f} |"
-            )
+        latencies[name] = by_threads
+    if latencies:
+        lines += cost_report(latencies, args, source="the handler medians of this run")
     return "\n".join(lines)
 
 
