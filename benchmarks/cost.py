@@ -123,6 +123,4 @@ def cheapest_within(
     fitting = [o for o in candidates if o.latency_ms <= budget_ms]
     if not fitting:
         return None
-    return min(
-        fitting, key=lambda o: (o.cost(architecture, frontend).total_usd, o.latency_ms)
-    )
+    return min(fitting, key=lambda o: (o.cost(architecture, frontend).total_usd, o.latency_ms))

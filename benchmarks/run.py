@@ -451,9 +451,7 @@ def cost_report(
             if best is None:
                 lines.append(f"| {budget:.0f} ms | {precision} | none fits | | | | |")
                 continue
-            ratio = (
-                best.cost("x86_64", url).total_usd / best.cost("x86_64", rest).total_usd
-            )
+            ratio = best.cost("x86_64", url).total_usd / best.cost("x86_64", rest).total_usd
             cells = [
                 " / ".join(usd(best.cost(arch, frontend).total_usd) for arch in ARCHITECTURES)
                 for frontend in (rest, url)
