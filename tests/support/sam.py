@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +38,14 @@ def image_uri(digest_seed: str = "image") -> str:
 
 
 @functools.cache
-def _source(path: Path) -> dict[str, Any]:
+def source_template(path: Path = TEMPLATE) -> dict[str, Any]:
     parsed: dict[str, Any] = yaml_parse(path.read_text())
     return parsed
 
 
 def sam_template(path: Path = TEMPLATE, *, image: str | None = None) -> dict[str, Any]:
     """The template as `sam deploy` uploads it: every image function gets its `ImageUri`."""
-    template = copy.deepcopy(_source(path))
+    template = copy.deepcopy(source_template(path))
     for resource in template.get("Resources", {}).values():
         properties = resource.get("Properties") or {}
         if (
@@ -69,7 +70,7 @@ def translate(
     """
     values: dict[str, Any] = {"AWS::AccountId": ACCOUNT_ID, "AWS::Region": REGION}
     values.update(parameters or {})
-    unknown = set(parameters or {}) - set(_source(path).get("Parameters", {}))
+    unknown = set(parameters or {}) - set(source_template(path).get("Parameters", {}))
     if unknown:
         raise KeyError(f"not template parameters: {sorted(unknown)}")
     translator = Translator(
@@ -92,3 +93,110 @@ def resources_of_type(cfn: dict[str, Any], resource_type: str) -> dict[str, dict
         for logical_id, resource in cfn.get("Resources", {}).items()
         if resource.get("Type") == resource_type
     }
+
+
+# --- What CloudFormation makes of the translated template ---------------------------------
+
+
+def _ref_placeholder(logical_id: str) -> str:
+    """A stand-in for what only CloudFormation knows: a resource's Ref."""
+    return f"<Ref {logical_id}>"
+
+
+_NO_VALUE = object()
+
+
+def parameter_values(
+    cfn: dict[str, Any], parameters: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Every parameter as CloudFormation passes it (a string): its default or the override."""
+    values = {
+        name: str(spec["Default"])
+        for name, spec in cfn.get("Parameters", {}).items()
+        if "Default" in spec
+    }
+    values.update(parameters or {})
+    values.update({"AWS::AccountId": ACCOUNT_ID, "AWS::Region": REGION, "AWS::Partition": "aws"})
+    values.setdefault("AWS::StackName", "siglip-text")
+    values.setdefault("AWS::URLSuffix", "amazonaws.com")
+    return values
+
+
+def resolve(cfn: dict[str, Any], value: Any, parameters: dict[str, str] | None = None) -> Any:
+    """`value` with parameters, conditions and the intrinsic functions of the template resolved.
+
+    A resource's Ref and attributes become placeholders that name the resource, so that a value
+    changes exactly when what CloudFormation would put there can change.
+    """
+    values = parameter_values(cfn, parameters)
+    conditions: dict[str, bool] = {}
+
+    def condition(name: str) -> bool:
+        if name not in conditions:
+            conditions[name] = bool(walk(cfn["Conditions"][name]))
+        return conditions[name]
+
+    def substitute(text: str, names: dict[str, Any]) -> str:
+        def one(match: Any) -> str:
+            name = match.group(1)
+            if name.startswith("!"):
+                return "${" + name[1:] + "}"
+            if name in names:
+                return str(names[name])
+            if name in values:
+                return values[name]
+            return _ref_placeholder(name)
+
+        return re.sub(r"\$\{([^}]+)\}", one, text)
+
+    def walk(item: Any) -> Any:  # noqa: PLR0911, PLR0912
+        if isinstance(item, dict) and len(item) == 1:
+            ((key, arg),) = item.items()
+            if key == "Ref":
+                if arg == "AWS::NoValue":
+                    return _NO_VALUE
+                return values[arg] if arg in values else _ref_placeholder(arg)
+            if key == "Fn::GetAtt":
+                target = arg if isinstance(arg, str) else ".".join(arg)
+                return f"<GetAtt {target}>"
+            if key == "Fn::If":
+                name, then, otherwise = arg
+                return walk(then if condition(name) else otherwise)
+            if key == "Condition":
+                return condition(arg)
+            if key == "Fn::Equals":
+                left, right = (walk(v) for v in arg)
+                return str(left) == str(right)
+            if key == "Fn::Not":
+                return not walk(arg[0])
+            if key == "Fn::And":
+                return all(walk(v) for v in arg)
+            if key == "Fn::Or":
+                return any(walk(v) for v in arg)
+            if key == "Fn::Sub":
+                if isinstance(arg, str):
+                    return substitute(arg, {})
+                text, names = arg
+                return substitute(text, {k: walk(v) for k, v in names.items()})
+            if key == "Fn::Join":
+                separator, items = arg
+                return separator.join(str(v) for v in walk(items))
+            if key.startswith("Fn::"):
+                raise ValueError(f"resolve: {key} is not supported")
+        if isinstance(item, dict):
+            walked = {k: walk(v) for k, v in item.items()}
+            return {k: v for k, v in walked.items() if v is not _NO_VALUE}
+        if isinstance(item, list):
+            return [v for v in (walk(i) for i in item) if v is not _NO_VALUE]
+        return item
+
+    return walk(value)
+
+
+def create_only_properties(resource_type: str) -> set[str]:
+    """Properties whose change replaces the resource (CloudFormation's registry schema, as
+    bundled with cfn-lint): for AWS::Lambda::Version, a replacement publishes a new version."""
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+    schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema(REGION, resource_type).schema
+    return {pointer.rsplit("/", 1)[-1] for pointer in schema.get("createOnlyProperties", [])}

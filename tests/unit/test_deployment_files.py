@@ -107,7 +107,9 @@ def test_function_is_an_image_with_architecture_memory_and_admission_from_parame
     assert set(template["Parameters"]["Architecture"]["AllowedValues"]) == {"x86_64", "arm64"}
     assert props["MemorySize"] == {"Ref": "MemorySize"}
     assert "1,769 MB" in template["Parameters"]["MemorySize"]["Description"]
-    assert props["ReservedConcurrentExecutions"] == {"Ref": "ReservedConcurrency"}
+    assert props["ReservedConcurrentExecutions"] == {
+        "Fn::If": ["HasReservedConcurrency", {"Ref": "ReservedConcurrency"}, {"Ref": "AWS::NoValue"}]
+    }
     assert props["ProvisionedConcurrencyConfig"]["Fn::If"][0] == "HasProvisionedConcurrency"
     assert props["AutoPublishAlias"] == "live"
     assert int(template["Parameters"]["Timeout"]["Default"]) < 29  # API Gateway waits 29 s

@@ -1,0 +1,259 @@
+"""template.yaml through AWS's own SAM translator, as CloudFormation runs it on `sam deploy`.
+
+The source template only says what SAM should make; these tests read what it makes: the API's
+routes and gateway responses, the `live` alias, the function's concurrency, and above all which
+deploys publish a new `AWS::Lambda::Version`, since the API invokes `live` and `live` follows
+only a newly published version. A deploy that changes what the function does but publishes no
+version leaves the API on the old configuration (an unauthenticated `live` after
+AuthMode=none -> api-key, a `live` reading a deleted secret after api-key -> none).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from typing import Any
+
+import pytest
+
+pytest.importorskip("samtranslator", reason="aws-sam-translator is in the test extra")
+
+from tests.support.sam import (  # noqa: E402
+    create_only_properties,
+    image_uri,
+    resolve,
+    resources_of_type,
+    source_template,
+    translate,
+)
+
+#: Function properties that are not part of a published version: Lambda applies them to the
+#: function as a whole, every version at once (reserved concurrency, tags).
+UNVERSIONED = {"ReservedConcurrentExecutions", "Tags"}
+#: The Description of a Lambda version: at most 256 characters (CloudFormation's schema).
+VERSION_DESCRIPTION_MAX = 256
+
+
+def _source_template() -> dict[str, Any]:
+    return source_template()
+
+
+def _parameters() -> dict[str, dict[str, Any]]:
+    params: dict[str, dict[str, Any]] = _source_template()["Parameters"]
+    return params
+
+
+def _other_value(name: str) -> str:
+    """A valid value of parameter `name` other than its default."""
+    spec = _parameters()[name]
+    default = str(spec.get("Default", ""))
+    if "AllowedValues" in spec:
+        return next(str(v) for v in spec["AllowedValues"] if str(v) != default)
+    if spec["Type"] == "Number":
+        number = int(default) + 1
+        if "MaxValue" in spec and number > int(spec["MaxValue"]):
+            number = int(default) - 1
+        return str(number)
+    value = f"{default}b" if default else "arn:aws:sns:us-east-1:123456789012:alerts"
+    if "AllowedPattern" in spec:
+        assert re.fullmatch(spec["AllowedPattern"], value), (name, value)
+    return value
+
+
+def _image_for(parameters: dict[str, str]) -> str:
+    """The ImageUri `sam build` + `sam deploy` would produce: the image depends on its build
+    arguments and platform (the Dockerfile and context are the same in every case here)."""
+    function = _source_template()["Resources"]["SiglipTextFunction"]
+    build_inputs = {
+        "args": resolve(
+            _source_template(), function["Metadata"].get("DockerBuildArgs", {}), parameters
+        ),
+        "platform": resolve(
+            _source_template(), function["Properties"]["Architectures"], parameters
+        ),
+    }
+    return image_uri(json.dumps(build_inputs, sort_keys=True))
+
+
+@cache
+def _deployed(items: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    parameters = dict(items)
+    return translate(parameters, image=_image_for(parameters))
+
+
+def deployed(**parameters: str) -> dict[str, Any]:
+    """The translated template of a deploy with these parameter overrides (the image built
+    from them)."""
+    return _deployed(tuple(sorted(parameters.items())))
+
+
+def _function(cfn: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    (item,) = resources_of_type(cfn, "AWS::Lambda::Function").items()
+    return item
+
+
+def versioned_configuration(cfn: dict[str, Any], parameters: dict[str, str]) -> dict[str, Any]:
+    """What a published version of the function snapshots: code and configuration, resolved."""
+    _, function = _function(cfn)
+    properties = {k: v for k, v in function["Properties"].items() if k not in UNVERSIONED}
+    resolved: dict[str, Any] = resolve(cfn, properties, parameters)
+    return resolved
+
+
+def published_version(
+    cfn: dict[str, Any], parameters: dict[str, str]
+) -> tuple[str, dict[str, Any]]:
+    """The version resource: its logical id and its create-only properties, resolved.
+
+    CloudFormation creates a new version (Lambda's PublishVersion) when the logical id is new,
+    or when a create-only property changes (a replacement)."""
+    ((logical_id, version),) = resources_of_type(cfn, "AWS::Lambda::Version").items()
+    create_only = create_only_properties("AWS::Lambda::Version")
+    properties = {k: v for k, v in version.get("Properties", {}).items() if k in create_only}
+    return logical_id, resolve(cfn, properties, parameters)
+
+
+def _change(
+    cfn_before: dict[str, Any],
+    before: dict[str, str],
+    cfn_after: dict[str, Any],
+    after: dict[str, str],
+) -> tuple[bool, bool]:
+    config_changed = versioned_configuration(cfn_before, before) != versioned_configuration(
+        cfn_after, after
+    )
+    new_version = published_version(cfn_before, before) != published_version(cfn_after, after)
+    return config_changed, new_version
+
+
+# --- which deploys publish a version ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(_parameters()))
+def test_a_deploy_publishes_a_new_version_exactly_when_the_function_changes(name: str) -> None:
+    # GIVEN a stack deployed with the defaults, WHEN one parameter changes
+    value = _other_value(name)
+    before, after = deployed(), deployed(**{name: value})
+    # THEN a new version (and so a new `live`) exactly when what a version snapshots changes
+    config_changed, new_version = _change(before, {}, after, {name: value})
+    if config_changed:
+        assert new_version, (
+            f"{name}={value} changes the function but publishes no new version: "
+            f"the 'live' alias (what the API invokes) keeps the old configuration"
+        )
+    else:
+        assert not new_version, (
+            f"{name}={value} does not change the function, yet publishes a version"
+        )
+
+
+@pytest.mark.parametrize(("before", "after"), [("none", "api-key"), ("api-key", "none")])
+def test_switching_auth_mode_with_the_same_image_moves_live_to_a_new_version(
+    before: str, after: str
+) -> None:
+    # GIVEN the same image, WHEN only AuthMode changes
+    first, second = deployed(AuthMode=before), deployed(AuthMode=after)
+    assert _function(first)[1]["Properties"]["Code"] == _function(second)[1]["Properties"]["Code"]
+    # THEN the version is new, and `live` points at it
+    old, new = (
+        published_version(first, {"AuthMode": before}),
+        published_version(second, {"AuthMode": after}),
+    )
+    assert old != new, "AuthMode changed but the stack publishes the same version"
+    (alias,) = resources_of_type(second, "AWS::Lambda::Alias").values()
+    assert alias["Properties"]["FunctionVersion"] == {"Fn::GetAtt": [new[0], "Version"]}
+
+
+def test_an_unchanged_stack_publishes_no_version() -> None:
+    assert published_version(deployed(), {}) == published_version(
+        translate(image=_image_for({})), {}
+    )
+
+
+def test_a_new_image_alone_publishes_a_new_version() -> None:
+    same = translate(image=image_uri("one")), translate(image=image_uri("two"))
+    assert published_version(same[0], {})[0] != published_version(same[1], {})[0]
+
+
+def test_old_versions_survive_a_deploy_so_live_can_be_rolled_back() -> None:
+    (version,) = resources_of_type(deployed(), "AWS::Lambda::Version").values()
+    assert version.get("DeletionPolicy") == "Retain"  # a new logical id: the old one stays
+    assert version.get("UpdateReplacePolicy") == "Retain"  # a replacement: the old one stays
+
+
+def test_version_description_fits_lambdas_limit_with_the_longest_values() -> None:
+    longest: dict[str, str] = {}
+    for name, spec in _parameters().items():
+        if "AllowedValues" in spec:
+            longest[name] = max((str(v) for v in spec["AllowedValues"]), key=len)
+        elif spec["Type"] == "Number" and "MaxValue" in spec:
+            longest[name] = str(spec["MaxValue"])
+        elif spec["Type"] == "Number":
+            longest[name] = str(2**31 - 1)
+    cfn = translate(longest)
+    _, properties = published_version(cfn, longest)
+    assert len(properties.get("Description", "")) <= VERSION_DESCRIPTION_MAX
+
+
+# --- what the API, the alias and the concurrency become ---------------------------------------
+
+
+def _openapi(cfn: dict[str, Any]) -> dict[str, Any]:
+    (api,) = resources_of_type(cfn, "AWS::ApiGateway::RestApi").values()
+    body: dict[str, Any] = api["Properties"]["Body"]
+    return body
+
+
+def test_the_api_serves_the_functions_routes_through_the_live_alias() -> None:
+    cfn = deployed()
+    events = _source_template()["Resources"]["SiglipTextFunction"]["Properties"]["Events"]
+    expected = {(e["Properties"]["Path"], e["Properties"]["Method"]) for e in events.values()}
+    paths = _openapi(cfn)["paths"]
+    assert {(path, method) for path, methods in paths.items() for method in methods} == expected
+    ((alias_id, alias),) = resources_of_type(cfn, "AWS::Lambda::Alias").items()
+    assert alias["Properties"]["Name"] == "live"
+    for methods in paths.values():
+        for operation in methods.values():
+            uri = operation["x-amazon-apigateway-integration"]["uri"]["Fn::Sub"]
+            assert "${" + alias_id + "}" in uri, uri  # the alias, never $LATEST
+
+
+def test_gateway_errors_are_remapped_and_throttled_functions_answer_429() -> None:
+    responses = _openapi(deployed())["x-amazon-apigateway-gateway-responses"]
+    assert responses["THROTTLED"]["statusCode"] == "429"
+    assert responses["INTEGRATION_FAILURE"]["statusCode"] == "429"
+    for name in ("THROTTLED", "INTEGRATION_FAILURE"):
+        assert responses[name]["responseParameters"]["gatewayresponse.header.Retry-After"] == "'1'"
+    for response in responses.values():
+        template = response["responseTemplates"]["application/json"]
+        # a bare $context value is JSON once substituted (API Gateway quotes messageString)
+        error = json.loads(re.sub(r"(?<=: )\$context\.[A-Za-z.]+", '"x"', template))
+        assert set(error["error"]) == {"message", "type", "param", "code"}
+
+
+def test_reserved_concurrency_is_off_by_default_and_set_when_asked() -> None:
+    _, default = _function(deployed())
+    assert "ReservedConcurrentExecutions" not in resolve(deployed(), default["Properties"], {})
+    reserved_stack = deployed(ReservedConcurrency="5")
+    _, reserved = _function(reserved_stack)
+    properties = resolve(reserved_stack, reserved["Properties"], {"ReservedConcurrency": "5"})
+    assert properties["ReservedConcurrentExecutions"] == "5"
+
+
+def test_translated_template_passes_cfn_lint() -> None:
+    api = pytest.importorskip("cfnlint.api", reason="cfn-lint is in the test extra")
+    other = {"AuthMode": "none", "ProvisionedConcurrency": "1", "ReservedConcurrency": "2"}
+    for parameters in ({}, other):
+        cfn = deployed(**parameters)
+        matches = api.lint(json.dumps(cfn), regions=["us-east-1"])
+        # SAM copies the function's UpdateReplacePolicy: Retain (there for the version) to the
+        # role, alias and permissions it makes for it; none of them is ever replaced here
+        # (their create-only properties are constants), so W3011 is moot for those.
+        children = set(cfn["Resources"]) - set(_source_template()["Resources"])
+        rest = [
+            m
+            for m in matches
+            if not (m.rule.id == "W3011" and m.path[:2][-1] in children | {"SiglipTextFunction"})
+        ]
+        assert rest == [], "\n".join(str(m) for m in rest)
