@@ -108,7 +108,11 @@ def test_function_is_an_image_with_architecture_memory_and_admission_from_parame
     assert props["MemorySize"] == {"Ref": "MemorySize"}
     assert "1,769 MB" in template["Parameters"]["MemorySize"]["Description"]
     assert props["ReservedConcurrentExecutions"] == {
-        "Fn::If": ["HasReservedConcurrency", {"Ref": "ReservedConcurrency"}, {"Ref": "AWS::NoValue"}]
+        "Fn::If": [
+            "HasReservedConcurrency",
+            {"Ref": "ReservedConcurrency"},
+            {"Ref": "AWS::NoValue"},
+        ]
     }
     assert props["ProvisionedConcurrencyConfig"]["Fn::If"][0] == "HasProvisionedConcurrency"
     assert props["AutoPublishAlias"] == "live"

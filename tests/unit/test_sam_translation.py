@@ -207,8 +207,9 @@ def _openapi(cfn: dict[str, Any]) -> dict[str, Any]:
 
 def test_the_api_serves_the_functions_routes_through_the_live_alias() -> None:
     cfn = deployed()
-    events = _source_template()["Resources"]["SiglipTextFunction"]["Properties"]["Events"]
-    expected = {(e["Properties"]["Path"], e["Properties"]["Method"]) for e in events.values()}
+    # the routes are declared in the API's definition (Frontend=rest-api), not as Events
+    source = _source_template()["Resources"]["SiglipTextApi"]["Properties"]["DefinitionBody"]
+    expected = {(path, method) for path, methods in source["paths"].items() for method in methods}
     paths = _openapi(cfn)["paths"]
     assert {(path, method) for path, methods in paths.items() for method in methods} == expected
     ((alias_id, alias),) = resources_of_type(cfn, "AWS::Lambda::Alias").items()
@@ -244,7 +245,9 @@ def test_reserved_concurrency_is_off_by_default_and_set_when_asked() -> None:
 def test_translated_template_passes_cfn_lint() -> None:
     api = pytest.importorskip("cfnlint.api", reason="cfn-lint is in the test extra")
     other = {"AuthMode": "none", "ProvisionedConcurrency": "1", "ReservedConcurrency": "2"}
-    for parameters in ({}, other):
+    url = {"Frontend": "function-url", "ReservedConcurrency": "2"}
+    signed = {"Frontend": "function-url", "FunctionUrlAuthType": "AWS_IAM", "AuthMode": "none"}
+    for parameters in ({}, other, url, signed):
         cfn = deployed(**parameters)
         matches = api.lint(json.dumps(cfn), regions=["us-east-1"])
         # SAM copies the function's UpdateReplacePolicy: Retain (there for the version) to the
