@@ -20,10 +20,9 @@ import pytest
 from aws_lambda_powertools.utilities.parser.models import LambdaFunctionUrlModel
 from openai import NotFoundError, OpenAI
 
-from tests.conftest import LambdaContext
-from tests.lambda_support import imported_lambda
-from tests.openai_shapes import assert_openai_error
+from tests.support.aws_lambda import LambdaContext, imported_lambda
 from tests.support.function_url import HOST, event_for, transport
+from tests.support.openai_shapes import assert_openai_error
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,12 @@ from typing import Any
 
 import pytest
 
-from tests.deployment import NO_VALUE, evaluate_conditions, load_template, parameter_defaults
+from tests.support.deployment import (
+    NO_VALUE,
+    evaluate_conditions,
+    load_template,
+    parameter_defaults,
+)
 from tests.support.sam import ACCOUNT_ID, REGION, create_only_properties, resolve, translate
 
 FRONTENDS = ("rest-api", "function-url")
