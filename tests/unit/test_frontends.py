@@ -257,11 +257,14 @@ def test_function_url_with_aws_iam_grants_nobody_and_requires_auth_mode_none() -
 
 
 def test_function_url_cors_lists_the_given_origins_and_the_headers_clients_send() -> None:
-    stack = deploy(Frontend="function-url", FunctionUrlCorsOrigins="https://app.example.com")
+    origins = "https://app.example.com,https://admin.example.com"
+    stack = deploy(Frontend="function-url", FunctionUrlCorsOrigins=origins)
     _, url = stack.one("AWS::Lambda::Url")
-    cors = stack.value(url["Properties"])["Cors"]
-    # a CommaDelimitedList parameter reaches CloudFormation as the list of its items
-    assert cors["AllowOrigins"] == "https://app.example.com"
+    # the CommaDelimitedList parameter itself: CloudFormation passes it as the list of items
+    cors_if = url["Properties"]["Cors"]["Fn::If"]
+    assert cors_if[1]["AllowOrigins"] == {"Ref": "FunctionUrlCorsOrigins"}
+    cors = stack.value(url["Properties"])["Cors"]  # the condition holds for these origins
+    assert cors["AllowOrigins"] == origins
     assert set(cors["AllowMethods"]) == {"GET", "POST"}
     assert {"authorization", "content-type"} <= set(cors["AllowHeaders"])
 
