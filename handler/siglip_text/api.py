@@ -64,7 +64,7 @@ SERVER_ERROR = (500, "server_error")
 RETRY_AFTER_SECONDS = "1"
 INTERNAL_ERROR_MESSAGE = "The server had an error while processing your request."
 INPUT_SHAPE_MESSAGE = (
-    "'input' must be a non-empty string, an array of strings, an array of token ids "
+    "'input' must be a string, an array of strings, an array of token ids "
     "(integers), or an array of arrays of token ids"
 )
 
@@ -314,10 +314,12 @@ def validate_request(
             "are accepted per request",
             param="input",
         )
-    for i, item in enumerate(inputs.items):
-        if len(item) == 0:
-            what = "an empty string" if isinstance(inputs, TextInputs) else "an empty token array"
-            raise InvalidInputError(f"input[{i}] is {what}", param="input")
+    # An empty string is a text (<eos> then pads, as the training pipeline embeds it); an
+    # empty token array has no token to feed.
+    if not isinstance(inputs, TextInputs):
+        for i, item in enumerate(inputs.items):
+            if len(item) == 0:
+                raise InvalidInputError(f"input[{i}] is an empty token array", param="input")
     return inputs
 
 

@@ -5,6 +5,17 @@ normalizer says (the export step writes the lowercasing there), no BOS, content 
 ``L - 1`` tokens and then ``<eos>`` appended (sticky EOS), right-padded with ``<pad>`` to
 exactly ``L``. Padding, truncation and post-processing stored in ``tokenizer.json`` are
 ignored: this module applies them itself, so the result does not depend on them.
+
+Two rules follow the training pipeline (big_vision's SentencePiece tokenizer, which never
+produces control symbols from raw text and embeds any string):
+
+- special-token strings in a text are text: ``"<eos>"`` typed by a user is tokenized as the
+  characters ``<``, ``eos``, ``>``, never as the control id (``tokenizers`` matches special
+  tokens in the text unless ``encode_special_tokens`` is on; it is not stored in
+  ``tokenizer.json``, so it is set here, on every load);
+- the empty string is a text like any other: ``<eos>`` then pads.
+
+Token-id inputs are taken as given.
 """
 
 from __future__ import annotations
@@ -56,6 +67,8 @@ class SiglipTokenizer:
         assert pad_id is not None and eos_id is not None
         tokenizer.no_padding()
         tokenizer.no_truncation()
+        # Special-token strings in user text are text (see the module docstring).
+        tokenizer.encode_special_tokens = True
         self._tokenizer = tokenizer
         self.max_length = max_length
         self.pad_id = pad_id

@@ -164,12 +164,36 @@ def test_invalid_request_shapes_are_400(client: TestClient, body: Any) -> None:
     assert error["type"] == "invalid_request_error"
 
 
-@pytest.mark.parametrize(
-    "body",
-    [{"input": ""}, {"input": []}, {"input": ["ok", ""]}, {"input": [[]]}, {"input": [[1], []]}],
-)
-def test_empty_inputs_are_400(client: TestClient, body: Any) -> None:
+@pytest.mark.parametrize("body", [{"input": []}, {"input": [[]]}, {"input": [[1], []]}])
+def test_empty_arrays_are_400(client: TestClient, body: Any) -> None:
     expect_error(post(client, body), 400, param="input")
+
+
+@pytest.mark.parametrize("body", [{"input": ""}, {"input": ["ok", ""]}, {"input": ["", ""]}])
+def test_empty_strings_are_embedded_as_eos_then_pads(
+    client: TestClient, service, body: Any
+) -> None:
+    texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+    response = post(client, body)
+    assert response.status_code == 200, response.text
+    got = np.array([item["embedding"] for item in response.json()["data"]], dtype=np.float32)
+    np.testing.assert_allclose(got, service.embed_texts(texts).vectors, atol=1e-6)
+    empty = service.tokenizer.encode_texts([""])
+    assert empty.ids[0].tolist() == [service.tokenizer.eos_id] + [service.tokenizer.pad_id] * 63
+    # the empty string's vector is the one of the ids <eos> + pads, sent as token ids
+    by_ids = post(client, {"input": [[service.tokenizer.eos_id]]}).json()["data"][0]["embedding"]
+    np.testing.assert_allclose(got[texts.index("")], by_ids, atol=1e-6)
+    tokens = sum(service.tokenizer.encode_texts(texts).lengths)
+    assert response.json()["usage"]["prompt_tokens"] == tokens
+
+
+def test_special_token_strings_are_embedded_as_text(client: TestClient, service) -> None:
+    eos = service.tokenizer.eos_id
+    literal = post(client, {"input": "<eos>"}).json()["data"][0]["embedding"]
+    control = post(client, {"input": [[eos, eos]]}).json()["data"][0]["embedding"]
+    empty = post(client, {"input": ""}).json()["data"][0]["embedding"]
+    assert float(np.dot(literal, control)) < 0.9999 and float(np.dot(literal, empty)) < 0.9999
+    np.testing.assert_allclose(literal, service.embed_texts(["<eos>"]).vectors[0], atol=1e-6)
 
 
 def test_token_id_outside_vocabulary_is_400(client: TestClient, service) -> None:

@@ -163,3 +163,21 @@ def test_handler_emits_metrics_and_no_query_text(lambda_module: ModuleType, caps
     out = capsys.readouterr().out
     assert "EmbeddingLatency" in out and "Tokens" in out
     assert "zebra-secret-query" not in out
+
+
+@pytest.mark.parametrize("name", ["rest-embeddings-text.json", "http-embeddings-text.json"])
+def test_empty_string_through_the_handler(lambda_module: ModuleType, name: str) -> None:
+    """Both event formats embed "" (<eos> then pads); an empty token array stays a 400."""
+    service = lambda_module.app.state.service
+    event = load_event(name)
+    event["body"] = json.dumps({"input": ["", "<eos>"]})
+    status, _, body = invoke(lambda_module, event)
+    assert status == 200, body
+    expected = service.embed_texts(["", "<eos>"]).vectors
+    got = np.array([item["embedding"] for item in body["data"]])
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    eos = service.tokenizer.eos_id
+    np.testing.assert_allclose(got[0], service.embed_token_ids([[eos]]).vectors[0], atol=1e-6)
+    event["body"] = json.dumps({"input": [[]]})
+    status, _, body = invoke(lambda_module, event)
+    assert status == 400 and body["error"]["param"] == "input"

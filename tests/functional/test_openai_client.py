@@ -44,7 +44,13 @@ def test_wrong_model_raises_not_found(openai_client: OpenAI) -> None:
     assert caught.value.code == "model_not_found"
 
 
-def test_empty_string_raises_bad_request(openai_client: OpenAI, service) -> None:
+def test_empty_string_is_embedded(openai_client: OpenAI, service) -> None:
+    response = openai_client.embeddings.create(model=service.model_id, input=["", "a cat"])
+    got = np.array([item.embedding for item in response.data], dtype=np.float32)
+    np.testing.assert_allclose(got, service.embed_texts(["", "a cat"]).vectors, atol=1e-6)
+
+
+def test_empty_token_array_raises_bad_request(openai_client: OpenAI, service) -> None:
     with pytest.raises(BadRequestError) as caught:
-        openai_client.embeddings.create(model=service.model_id, input="")
+        openai_client.embeddings.create(model=service.model_id, input=[[]])
     assert caught.value.param == "input"

@@ -67,6 +67,24 @@ def test_empty_text_is_eos_then_pads(tokenizer: SiglipTokenizer) -> None:
     assert batch.lengths == [1]
 
 
+@pytest.mark.parametrize("special", ["<eos>", "<pad>", "<bos>", "<unk>"])
+def test_special_token_strings_in_text_are_text(tokenizer: SiglipTokenizer, special: str) -> None:
+    # SentencePiece (big_vision) never makes a control id from raw text.
+    batch = tokenizer.encode_texts([f"a {special} b", special])
+    control = {PAD, EOS, BOS, 3}
+    for row, n in zip(batch.ids.tolist(), batch.lengths, strict=True):
+        assert row[n - 1] == EOS and row[n:] == [PAD] * (64 - n)
+        assert control.isdisjoint(row[: n - 1]), row[:n]
+    # the characters, spelled as the tokenizer spells them
+    assert tokenizer.encode_texts([special]).lengths[0] > 2
+
+
+def test_special_token_strings_are_text_past_the_window_too(tokenizer: SiglipTokenizer) -> None:
+    long_text = "<eos> " * 2000  # longer than the first window: the long-text path
+    row = tokenizer.encode_texts([long_text]).ids[0].tolist()
+    assert row[-1] == EOS and EOS not in row[:-1] and PAD not in row
+
+
 def test_uppercase_and_lowercase_text_give_the_same_ids(tokenizer: SiglipTokenizer) -> None:
     batch = tokenizer.encode_texts(
         ["A PHOTO OF A CAT on the Beach", "a photo of a cat on the beach"]
