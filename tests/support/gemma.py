@@ -5,7 +5,7 @@ Found through ``SIGLIP_GEMMA_TOKENIZER_DIR`` (``.ci/run`` sets it to
 Tests that need it skip, naming the variable, when it is absent. The tokenizer is never
 copied into the repository or a shipped bundle: only into pytest's temporary directories.
 
-The tower is a ``Siglip2TextModel`` with the real 256,000-entry vocabulary and a hidden
+The tower is a ``Siglip2Model`` (its text tower) with the real 256,000-entry vocabulary and a hidden
 size of 4, one layer: the table costs 4 MB, and 4 is the smallest width whose final
 LayerNorm still spreads texts over a sphere (at 2 every pooled vector is one of two points,
 at 3 on a circle), so the vectors the checks compare can still tell texts apart.
@@ -74,23 +74,37 @@ def write_checkpoint_tokenizer(source: Path, directory: Path, *, shape: Shape) -
 
 
 def write_tower(directory: Path) -> None:
-    """save_pretrained of a seeded random Siglip2TextModel with the 256k vocabulary."""
+    """save_pretrained of a seeded random Siglip2Model with the 256k vocabulary.
+
+    A full model (text and a toy image tower), as the Hub checkpoints are: transformers 4.57
+    cannot load a text-only save (``siglip2_text_model`` is not in its AutoConfig).
+    """
     import torch
-    from transformers import Siglip2TextConfig, Siglip2TextModel
+    from transformers import Siglip2Config, Siglip2Model
 
     torch.manual_seed(SEED)
-    config = Siglip2TextConfig(
-        vocab_size=VOCAB_SIZE,
-        hidden_size=HIDDEN,
-        intermediate_size=2 * HIDDEN,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        eos_token_id=1,
-        bos_token_id=2,
+    config = Siglip2Config(
+        text_config={
+            "vocab_size": VOCAB_SIZE,
+            "hidden_size": HIDDEN,
+            "intermediate_size": 2 * HIDDEN,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "max_position_embeddings": 64,
+            "pad_token_id": 0,
+            "eos_token_id": 1,
+            "bos_token_id": 2,
+        },
+        vision_config={
+            "hidden_size": 8,
+            "intermediate_size": 16,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_patches": 4,
+            "patch_size": 16,
+        },
     )
-    model = Siglip2TextModel(config).eval()
+    model = Siglip2Model(config).eval()
     with torch.no_grad():
         # Random init leaves LayerNorms at identity and biases at zero: perturb everything.
         for param in model.parameters():
