@@ -25,8 +25,9 @@ for _module in ("torch", "transformers", "onnx"):
 from fastapi.testclient import TestClient  # noqa: E402
 from siglip_text.api import create_app  # noqa: E402
 from siglip_text.config import load_settings  # noqa: E402
-from siglip_text.embedding import EmbeddingService, load_service  # noqa: E402
-from siglip_text.export import ExportOptions, export_bundle  # noqa: E402
+from siglip_text.loading import load_service  # noqa: E402
+from siglip_text.service import EmbeddingService  # noqa: E402
+from siglip_text.tools.export.pipeline import ExportOptions, export_bundle  # noqa: E402
 
 from tests.support import gemma  # noqa: E402
 from tests.support.edge_texts import SPECIAL_STRINGS, edge_texts  # noqa: E402
