@@ -19,10 +19,14 @@ def is_jsonl(path: Path) -> bool:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Every non-blank line must be a JSON object; errors name the file and the line."""
+    """Every non-blank line must be a JSON object; errors name the file and the line.
+
+    Lines end at ``\n`` only: ``str.splitlines`` also breaks at characters that JSON leaves
+    raw inside strings (U+2028, U+0085, U+001C...), which ``write_jsonl`` writes as they are.
+    """
     records = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8").split("\n")
     except (OSError, UnicodeDecodeError) as exc:
         raise ToolError(f"{path}: cannot be read ({exc})") from None
     for number, line in enumerate(lines, start=1):
