@@ -88,6 +88,7 @@ class Manifest(BaseModel):
     export_check: dict[str, Any] | None = None
     quantization: dict[str, Any] | None = None
     fidelity: dict[str, Any] | None = None
+    checkpoint_tokenizer: dict[str, Any] | None = None  # what transformers makes of it
 
     @field_validator("repository")
     @classmethod

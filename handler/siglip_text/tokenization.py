@@ -73,6 +73,7 @@ class SiglipTokenizer:
         self.max_length = max_length
         self.pad_id = pad_id
         self.eos_id = eos_id
+        self.bos_id = tokenizer.token_to_id("<bos>")  # None when the vocabulary has none
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
         self._window = max_length * WINDOW_CHARS_PER_TOKEN
 
@@ -103,6 +104,10 @@ class SiglipTokenizer:
             assert row is not None  # every index was either short or long
             rows.append(row + [self.eos_id])
         return self._pack(rows)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids``, special tokens spelled out (for messages about mismatches)."""
+        return str(self._tokenizer.decode(list(ids), skip_special_tokens=False))
 
     def encode_token_ids(self, sequences: Sequence[Sequence[int]]) -> TokenBatch:
         """Take token ids as given (no EOS added), truncate to L, pad with <pad>."""

@@ -36,6 +36,7 @@ from siglip_text.tools.export.checkpoint import (  # noqa: E402
 from siglip_text.tools.files import write_jsonl  # noqa: E402
 from siglip_text.tools.reference import make_reference  # noqa: E402
 
+from tests.support.references import pipeline_reference  # noqa: E402
 from tests.support.tiny_checkpoint import REPOSITORY, REVISION, make_tiny_checkpoint  # noqa: E402
 
 pytestmark = pytest.mark.export
@@ -190,10 +191,10 @@ def test_fp32_bundle_matches_pytorch_above_cosine_0_99999(
 def test_exported_tokenizer_lowercases_as_python_and_keeps_the_contract(
     fp32_service: EmbeddingService, loaded: Any
 ) -> None:
-    from siglip_text.tools.export.checkpoint import reference_token_ids
+    from siglip_text.tools.export.checkpoint import contract_token_ids
 
     ours = fp32_service.tokenizer.encode_texts(TEXTS).ids.tolist()
-    assert ours == reference_token_ids(loaded.tokenizer, TEXTS, lowercase="unicode", max_length=64)
+    assert ours == contract_token_ids(loaded.tokenizer, TEXTS, lowercase="unicode", max_length=64)
     assert ours[0][ours[0].index(1) + 1 :] == [0] * (63 - ours[0].index(1))
 
 
@@ -329,8 +330,11 @@ def test_export_below_the_cosine_threshold_fails_and_writes_no_manifest(
     ]
 
 
-def test_export_fails_when_the_checkpoint_tokenizer_adds_bos(
-    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_export_of_a_checkpoint_tokenizer_that_adds_bos_succeeds_and_says_so(
+    checkpoint: Path,
+    tmp_path: Path,
+    fp32_bundle: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     import shutil
 
@@ -345,10 +349,29 @@ def test_export_fails_when_the_checkpoint_tokenizer_adds_bos(
     )
     tokenizer.save(str(source / "tokenizer.json"))
 
-    # THEN the export refuses the bundle and names the difference
-    assert _export(source, tmp_path / "bundle") == 1
-    assert "adds <bos>" in capsys.readouterr().err
-    assert not (tmp_path / "bundle" / "manifest.json").exists()
+    # WHEN it is exported
+    status = _export(source, tmp_path / "bundle")
+
+    # THEN the bundle follows the contract (the ids of the consistent checkpoint's bundle),
+    # and the summary and the manifest say what transformers' own call of it does
+    out = capsys.readouterr().out
+    assert status == 0
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    loaded = manifest["checkpoint_tokenizer"]
+    assert "with a leading <bos>" in loaded["note"]
+    assert loaded["transformers"] in loaded["note"]
+    assert "adds <bos>" in loaded["post_processing"]
+    assert f"NOTE: {loaded['note']}" in out
+    ids = _service(tmp_path / "bundle").tokenizer.encode_texts(TEXTS).ids
+    assert ids.tolist() == _service(fp32_bundle).tokenizer.encode_texts(TEXTS).ids.tolist()
+
+
+def test_export_of_a_consistent_checkpoint_records_no_note(fp32_bundle: Path) -> None:
+    loaded = json.loads((fp32_bundle / "manifest.json").read_text())["checkpoint_tokenizer"]
+    assert "note" not in loaded
+    assert loaded["post_processing"].startswith("follows the contract")
+    # a direct call matches "<eos>" typed in a text, which the contract takes as text
+    assert loaded["special_token_strings"].startswith("matched as control tokens")
 
 
 def test_export_of_a_text_model_alone_records_no_logit_scale(tmp_path: Path) -> None:
@@ -481,7 +504,7 @@ def test_verify_fails_and_names_the_mistake_of_a_wrong_reference(
     else:
         lowercase = "none"
     reference = tmp_path / "wrong.jsonl"
-    write_jsonl(reference, make_reference(loaded.tower, tokenizer, TEXTS, lowercase=lowercase))
+    write_jsonl(reference, pipeline_reference(loaded.tower, tokenizer, TEXTS, lowercase=lowercase))
 
     # WHEN the bundle is verified against it
     status = _verify(fp32_bundle, reference)

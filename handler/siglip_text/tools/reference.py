@@ -1,8 +1,11 @@
-"""`siglip-text reference`: the transformers path's ids and vectors for a text file.
+"""`siglip-text reference`: the contract's ids and the PyTorch vectors for a text file.
 
 Export extra. Runs the checkpoint with transformers on whatever device the machine has
 (``--device auto``: CUDA, MPS, CPU) and writes one JSONL record per text:
-``{"text", "input_ids", "embedding"}`` (the embedding L2-normalized). ``siglip-text verify
+``{"text", "input_ids", "embedding"}`` (the embedding L2-normalized). The ids are the
+contract's (``export.checkpoint.contract_token_ids``: the content ids of the checkpoint's
+tokenizer.json, then ``<eos>`` and ``<pad>``), whatever the installed transformers makes of
+the tokenizer; the vectors are the tower's for those ids. ``siglip-text verify
 --reference`` then checks a bundle or an endpoint against it. If your index was built by
 another pipeline, write the same records from that pipeline instead: it is the reference
 that matters.
@@ -51,7 +54,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .export.checkpoint import load_checkpoint, pick_device, resolve_source
+    from .export.checkpoint import file_tokenizer, load_checkpoint, pick_device, resolve_source
 
     texts, _ = read_texts(args.texts, field=args.text_field)
     spec = resolve_source(args.source, revision=args.revision, require_revision=False)
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     checkpoint = load_checkpoint(spec, device=device, dtype=args.dtype)
     records = make_reference(
         checkpoint.tower,
-        checkpoint.tokenizer,
+        file_tokenizer(checkpoint),
         texts,
         lowercase=args.lowercase,
         device=device,
@@ -80,10 +83,14 @@ def make_reference(
     device: str = "cpu",
     batch_size: int = 64,
 ) -> list[dict[str, Any]]:
-    """``{text, input_ids, embedding}`` per text, from the tokenizer and tower as given."""
-    from .export.checkpoint import pooled_vectors, reference_token_ids
+    """``{text, input_ids, embedding}`` per text: the contract's ids, the tower's vectors.
 
-    ids = reference_token_ids(tokenizer, texts, lowercase=lowercase, max_length=MAX_LENGTH)
+    ``tokenizer``: the checkpoint's tokenizer.json (``file_tokenizer``, what the command
+    uses) or a transformers tokenizer; see ``export.checkpoint.contract_token_ids``.
+    """
+    from .export.checkpoint import contract_token_ids, pooled_vectors
+
+    ids = contract_token_ids(tokenizer, texts, lowercase=lowercase, max_length=MAX_LENGTH)
     vectors = unit_rows(pooled_vectors(tower, ids, batch_size=batch_size, device=device))
     return [
         {"text": text, "input_ids": row, "embedding": [float(x) for x in vec.astype(np.float32)]}

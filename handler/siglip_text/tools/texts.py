@@ -10,7 +10,8 @@ from __future__ import annotations
 import random
 
 #: The texts every export is checked on: edge cases of the contract (empty, whitespace,
-#: case, accents, final sigma, CJK, RTL, emoji, control characters, past 64 tokens).
+#: case, accents, final sigma, CJK, RTL, emoji, control characters, past 64 tokens, and
+#: special-token strings, which are text).
 EDGE_CASE_TEXTS = [
     "a photo of a cat",
     "this is a photo of a dog.",
@@ -36,7 +37,14 @@ EDGE_CASE_TEXTS = [
     "supercalifragilisticexpialidocious" * 8,
     "x" * 500,
     "🐱" * 80,
+    "a photo of a <eos> cat <pad> on a <bos> mat",
+    "<eos>",
+    "<unk><mask>",
 ]
+
+#: Special-token strings: in a text they are text (the contract; SentencePiece never makes
+#: a control symbol from raw text).
+SPECIAL_TOKEN_STRINGS = ("<eos>", "<pad>", "<bos>", "<unk>", "<mask>")
 
 #: Word lists of the synthetic captions (see synthetic_captions).
 CAPTION_WORDS_BY_KIND = {

@@ -1,9 +1,11 @@
 """A Hugging Face SigLIP / SigLIP 2 checkpoint and its transformers text path.
 
 Needs the ``export`` extra (torch, transformers). This is the "GPU path" the bundle is
-compared with: the checkpoint's own tokenizer called as the transformers documentation
-says (``padding="max_length"``, ``max_length=64``, truncation), on text lowercased in
-Python, and the PyTorch text tower fed the ids alone (no attention mask).
+compared with: the contract's ids built from the checkpoint tokenizer's content ids (text
+lowercased in Python, no special tokens added, special-token strings as text) plus the
+contract's own ``<eos>`` and padding, and the PyTorch text tower fed the ids alone (no
+attention mask). How the installed transformers itself post-processes the tokenizer is
+recorded beside it (``direct_call_token_ids``), never used as the reference.
 """
 
 from __future__ import annotations
@@ -40,10 +42,22 @@ class Checkpoint:
     tokenizer: Any
     logit_scale: float | None
     logit_bias: float | None
+    #: The checkpoint's own ``tokenizer.json`` (None when it ships only a slow tokenizer):
+    #: the bundle's tokenizer is made from this file, never from the tokenizer transformers
+    #: built from it, which may hold tokens transformers added (``<mask>``, transformers 5).
+    tokenizer_file: Path | None = None
 
     @property
     def max_positions(self) -> int:
         return int(self.tower.config.max_position_embeddings)
+
+    @property
+    def embedding_rows(self) -> int:
+        """Rows of the text tower's token embedding table: the ids the graph can embed."""
+        table = getattr(getattr(self.tower, "embeddings", None), "token_embedding", None)
+        if table is not None:
+            return int(table.num_embeddings)
+        return int(self.tower.config.vocab_size)
 
 
 @dataclass(frozen=True)
@@ -116,6 +130,11 @@ def load_checkpoint(
         tokenizer = AutoTokenizer.from_pretrained(spec.source, **hub)
     except (OSError, ValueError) as exc:
         raise ToolError(f"{spec.source}: cannot load the tokenizer ({exc})") from None
+    from transformers.utils.hub import cached_file
+
+    found = cached_file(
+        spec.source, "tokenizer.json", _raise_exceptions_for_missing_entries=False, **hub
+    )
     return Checkpoint(
         source=spec.source,
         model_type=model_type,
@@ -124,18 +143,117 @@ def load_checkpoint(
         tokenizer=tokenizer,
         logit_scale=float(scale.detach().reshape(-1)[0]) if scale is not None else None,
         logit_bias=float(bias.detach().reshape(-1)[0]) if bias is not None else None,
+        tokenizer_file=Path(found) if found else None,
     )
 
 
-def reference_token_ids(
+def file_tokenizer(checkpoint: Checkpoint) -> Any:
+    """The checkpoint's ``tokenizer.json`` as written (a ``tokenizers.Tokenizer``).
+
+    What the bundle's tokenizer is made from, and the source of the contract's content ids:
+    read with ``tokenizers`` alone, so that nothing the installed transformers does when it
+    loads a tokenizer (rebuilding its post-processor, adding ``<mask>``, adding a lowercasing
+    step, as transformers 5's ``Siglip2Tokenizer`` does) reaches the bundle or its reference.
+    A checkpoint with no ``tokenizer.json`` falls back to transformers' conversion.
+    """
+    from tokenizers import Tokenizer
+
+    if checkpoint.tokenizer_file is not None:
+        try:
+            return Tokenizer.from_file(str(checkpoint.tokenizer_file))
+        except Exception as exc:  # tokenizers raises plain Exception on a bad file
+            first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            raise ToolError(f"{checkpoint.tokenizer_file}: cannot be loaded ({first})") from None
+    backend = getattr(checkpoint.tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ToolError(
+            "the checkpoint's tokenizer has no tokenizer.json form (a fast tokenizer is needed)"
+        )
+    return Tokenizer.from_str(backend.to_str())
+
+
+def token_id(tokenizer: Any, token: str) -> int:
+    """The id of ``token`` (a transformers or ``tokenizers`` tokenizer); a ToolError if none."""
+    if hasattr(tokenizer, "token_to_id"):  # tokenizers.Tokenizer
+        value = tokenizer.token_to_id(token)
+    else:
+        value = tokenizer.convert_tokens_to_ids(token)
+        if value == getattr(tokenizer, "unk_token_id", None) and token != tokenizer.unk_token:
+            value = None
+    if not isinstance(value, int):
+        raise ToolError(
+            f"the checkpoint tokenizer has no {token} token; a SigLIP 2 tokenizer needs <pad> "
+            "and <eos>"
+        )
+    return value
+
+
+def content_token_ids(
+    tokenizer: Any, texts: Sequence[str], *, lowercase: Lowercase
+) -> list[list[int]]:
+    """The tokenizer's ids for the lowercased texts, nothing added.
+
+    No special tokens are added (whatever the post-processor or the installed transformers
+    would add) and special-token strings in the text are text, as SentencePiece tokenized
+    SigLIP 2's training text. ``tokenizer`` is a ``tokenizers.Tokenizer`` (see
+    file_tokenizer; its padding and truncation are turned off, and special-token splitting
+    on) or a transformers tokenizer (called with ``split_special_tokens=True``).
+    """
+    lowered = [lower_text(t, lowercase) for t in texts]
+    if hasattr(tokenizer, "encode_batch"):  # tokenizers.Tokenizer: set up for this, in place
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        tokenizer.encode_special_tokens = True
+        return [e.ids for e in tokenizer.encode_batch(lowered, add_special_tokens=False)]
+    encoded = tokenizer(
+        lowered,
+        add_special_tokens=False,
+        split_special_tokens=True,
+        padding=False,
+        truncation=False,
+        verbose=False,
+    )
+    return [list(map(int, ids)) for ids in encoded["input_ids"]]
+
+
+def contract_token_ids(
     tokenizer: Any, texts: Sequence[str], *, lowercase: Lowercase, max_length: int
 ) -> list[list[int]]:
-    """The checkpoint tokenizer as documented: lowercased text, max_length padding."""
+    """The SigLIP 2 contract's ids: the first ``L-1`` content ids, ``<eos>``, ``<pad>`` to ``L``.
+
+    The one reference the project builds (export, ``reference``, ``verify`` and the tests):
+    it takes only content ids from the checkpoint tokenizer, so it does not depend on how
+    the installed transformers builds the tokenizer's post-processing (transformers 4 from
+    ``add_bos_token``/``add_eos_token``, transformers 5 from ``tokenizer.json``).
+    """
+    eos, pad = token_id(tokenizer, "<eos>"), token_id(tokenizer, "<pad>")
+    rows = []
+    for ids in content_token_ids(tokenizer, texts, lowercase=lowercase):
+        row = ids[: max_length - 1] + [eos]
+        rows.append(row + [pad] * (max_length - len(row)))
+    return rows
+
+
+def direct_call_token_ids(
+    tokenizer: Any,
+    texts: Sequence[str],
+    *,
+    lowercase: Lowercase,
+    max_length: int,
+    split_special_tokens: bool = True,
+) -> list[list[int]]:
+    """What a GPU pipeline that calls the tokenizer directly gets, as transformers documents
+    SigLIP 2 (``padding="max_length"``, ``max_length=64``, truncation), lowercased text.
+
+    Not a reference: it depends on the installed transformers (see contract_token_ids).
+    Export records how it differs from the contract.
+    """
     encoded = tokenizer(
         [lower_text(t, lowercase) for t in texts],
         padding="max_length",
         max_length=max_length,
         truncation=True,
+        split_special_tokens=split_special_tokens,
     )
     return [list(map(int, ids)) for ids in encoded["input_ids"]]
 

@@ -1,9 +1,11 @@
 """The checks every export must pass before its manifest is written.
 
-`check_against_checkpoint`: the bundle's token ids against transformers' and its vectors
-against PyTorch on the contract's edge cases; `measure_int8_fidelity`: an int8 graph against
-the fp32 graph of the same checkpoint (cosine, top-10 overlap). A miss raises
-`ExportCheckFailed` (exit status 1).
+`check_against_checkpoint`: the bundle's token ids against the contract's (built from the
+checkpoint's tokenizer.json) and its vectors against PyTorch on the contract's edge cases;
+`describe_checkpoint_tokenizer`: what the installed transformers makes of the checkpoint
+tokenizer, where it differs from the contract (recorded, never a failure);
+`measure_int8_fidelity`: an int8 graph against the fp32 graph of the same checkpoint
+(cosine, top-10 overlap). A miss raises `ExportCheckFailed` (exit status 1).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 from ...bundle import Lowercase
 from ..errors import CheckFailed
 from ..parity import compare_vectors, explain_id_mismatch, topk_overlap
-from ..texts import EDGE_CASE_TEXTS, synthetic_captions
+from ..texts import EDGE_CASE_TEXTS, SPECIAL_TOKEN_STRINGS, synthetic_captions
 
 if TYPE_CHECKING:
     from ...service import EmbeddingService
@@ -35,20 +37,28 @@ def _log(message: str) -> None:
 
 
 def check_against_checkpoint(
-    service: EmbeddingService, checkpoint: Any, *, lowercase: Lowercase, min_cosine: float | None
+    service: EmbeddingService,
+    checkpoint: Any,
+    *,
+    lowercase: Lowercase,
+    min_cosine: float | None,
+    reference: Any = None,
 ) -> dict[str, Any]:
-    """Tokenizer parity with transformers and vectors against PyTorch on EDGE_CASE_TEXTS.
+    """Tokenizer parity with the contract reference and vectors against PyTorch on EDGE_CASE_TEXTS.
 
-    The vectors are compared on the same ids (ours), so a tokenizer difference and a graph
+    The reference ids are the contract's, built from the content ids of the checkpoint's
+    tokenizer.json (``reference``, default ``file_tokenizer(checkpoint)``) by
+    ``contract_token_ids``, so they do not depend on the installed transformers. The
+    vectors are compared on the same ids (ours), so a tokenizer difference and a graph
     difference each get their own message. Raises ExportCheckFailed when either misses.
     """
-    from .checkpoint import pooled_vectors, reference_token_ids
+    from .checkpoint import contract_token_ids, file_tokenizer, pooled_vectors
 
     texts = EDGE_CASE_TEXTS
     ours = service.tokenizer.encode_texts(texts).ids
-    theirs = reference_token_ids(
-        checkpoint.tokenizer, texts, lowercase=lowercase, max_length=MAX_LENGTH
-    )
+    if reference is None:
+        reference = file_tokenizer(checkpoint)
+    theirs = contract_token_ids(reference, texts, lowercase=lowercase, max_length=MAX_LENGTH)
     mismatches = []
     for text, mine, ref in zip(texts, ours.tolist(), theirs, strict=True):
         if mine != ref:
@@ -57,7 +67,7 @@ def check_against_checkpoint(
                 ref,
                 pad_id=service.tokenizer.pad_id,
                 eos_id=service.tokenizer.eos_id,
-                bos_id=checkpoint.tokenizer.convert_tokens_to_ids("<bos>"),
+                bos_id=service.tokenizer.bos_id,
             )
             mismatches.append(f"{text[:40]!r}: {reason}")
     vectors = service.embed_texts(texts).vectors
@@ -70,9 +80,10 @@ def check_against_checkpoint(
     )
     if mismatches:
         raise ExportCheckFailed(
-            "tokenizer.json does not reproduce the checkpoint tokenizer (called with "
-            f"lowercased text, padding='max_length', max_length={MAX_LENGTH}) on "
-            f"{len(mismatches)} of {len(texts)} texts:\n  " + "\n  ".join(mismatches)
+            "tokenizer.json does not reproduce the contract's ids (the checkpoint's "
+            "tokenizer.json on the lowercased text, special-token strings as text, then <eos> "
+            f"and <pad> to {MAX_LENGTH}) on {len(mismatches)} of {len(texts)} texts:\n  "
+            + "\n  ".join(mismatches)
         )
     if min_cosine is not None and stats.cosine_min < min_cosine:
         raise ExportCheckFailed(
@@ -83,10 +94,136 @@ def check_against_checkpoint(
     return {
         "texts": len(texts),
         "tokenizer_mismatches": 0,
-        "tokenizer_reference": "transformers AutoTokenizer, padding='max_length', "
-        f"max_length={MAX_LENGTH}, truncation=True, text lowercased ({lowercase})",
+        "tokenizer_reference": "the contract's ids: the checkpoint's tokenizer.json (read with "
+        f"tokenizers) on the lowercased text ({lowercase}), no special tokens added and "
+        f"special-token strings as text, the first {MAX_LENGTH - 1} ids, <eos>, <pad> to "
+        f"{MAX_LENGTH}",
         "vs_pytorch": stats.as_dict(),
     }
+
+
+def describe_checkpoint_tokenizer(
+    checkpoint: Any, *, lowercase: Lowercase, reference: Any = None
+) -> dict[str, Any]:
+    """What the checkpoint tokenizer does as the installed transformers loads it.
+
+    A GPU pipeline that calls it directly, as transformers documents SigLIP 2
+    (``tokenizer(text, padding="max_length", max_length=64, truncation=True)``), gets the
+    tokenizer's own post-processing, which transformers 4 rebuilt from
+    ``add_bos_token``/``add_eos_token`` and transformers 5 takes from ``tokenizer.json``;
+    transformers may also build the tokenizer otherwise than the file says (transformers 5
+    loads a SigLIP 2 checkpoint's as ``Siglip2Tokenizer``, which lowercases), and Hugging
+    Face tokenizers match special-token strings in the text unless
+    ``split_special_tokens=True``. Each is compared with the contract (from ``reference``,
+    the checkpoint's tokenizer.json) on EDGE_CASE_TEXTS; ``note``, present only when the
+    first two differ, says how a GPU pipeline calling it would depart from the contract.
+    """
+    import transformers
+
+    from .checkpoint import contract_token_ids, direct_call_token_ids, file_tokenizer
+
+    tokenizer = checkpoint.tokenizer
+    version = transformers.__version__
+    if reference is None:
+        reference = file_tokenizer(checkpoint)
+    contract = contract_token_ids(
+        reference, EDGE_CASE_TEXTS, lowercase=lowercase, max_length=MAX_LENGTH
+    )
+    eos, pad = contract[EDGE_CASE_TEXTS.index("")][:2]
+    bos = reference.token_to_id("<bos>")
+
+    def differences(theirs: list[list[int]], ours: list[list[int]]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for mine, ref in zip(ours, theirs, strict=True):
+            if mine != ref:
+                reason = explain_id_mismatch(mine, ref, pad_id=pad, eos_id=eos, bos_id=bos)
+                found[reason] = found.get(reason, 0) + 1
+        return found
+
+    content = differences(
+        contract_token_ids(tokenizer, EDGE_CASE_TEXTS, lowercase=lowercase, max_length=MAX_LENGTH),
+        contract,
+    )
+    reasons = differences(
+        direct_call_token_ids(
+            tokenizer, EDGE_CASE_TEXTS, lowercase=lowercase, max_length=MAX_LENGTH
+        ),
+        contract,
+    )
+    special = [
+        i for i, t in enumerate(EDGE_CASE_TEXTS) if any(s in t for s in SPECIAL_TOKEN_STRINGS)
+    ]
+    unsplit = direct_call_token_ids(
+        tokenizer,
+        [EDGE_CASE_TEXTS[i] for i in special],
+        lowercase=lowercase,
+        max_length=MAX_LENGTH,
+        split_special_tokens=False,
+    )
+    split = direct_call_token_ids(
+        tokenizer, [EDGE_CASE_TEXTS[i] for i in special], lowercase=lowercase, max_length=MAX_LENGTH
+    )
+    total = len(EDGE_CASE_TEXTS)
+    record: dict[str, Any] = {
+        "transformers": version,
+        "class": type(tokenizer).__name__,
+        "call": f"tokenizer(text.lower(), padding='max_length', max_length={MAX_LENGTH}, "
+        "truncation=True)",
+        "post_processing": (
+            "; ".join(f"{r} ({n} of {total} texts)" for r, n in reasons.items())
+            if reasons
+            else "follows the contract (no <bos>, <eos> appended, <pad> on the right)"
+        ),
+        "content_ids": (
+            "; ".join(f"{r} ({n} of {total} texts)" for r, n in content.items())
+            if content
+            else "equal to tokenizer.json's"
+        ),
+        "special_token_strings": (
+            "matched as control tokens unless split_special_tokens=True"
+            if unsplit != split
+            else "text"
+        ),
+    }
+    notes = []
+    if reasons:
+        notes.append(
+            f"transformers {version} loads this tokenizer {_post_processing_phrase(reasons)}: a "
+            "GPU pipeline that calls it directly does not follow the SigLIP 2 contract (this "
+            "bundle does; build that pipeline's ids with add_special_tokens=False, then <eos> "
+            "and <pad>, or give the checkpoint a tokenizer.json whose post-processor is "
+            "'$A <eos>')"
+        )
+    if content:
+        notes.append(
+            f"transformers {version} loads this tokenizer as {type(tokenizer).__name__}, whose "
+            f"ids for the text itself differ from tokenizer.json's on {sum(content.values())} "
+            f"of {total} texts ({'; '.join(content)}); this bundle follows tokenizer.json"
+        )
+    if notes:
+        record["note"] = ". ".join(notes)
+    return record
+
+
+def _post_processing_phrase(reasons: dict[str, int]) -> str:
+    """``with a leading <bos> and no <eos>`` from explain_id_mismatch's reasons."""
+    parts = {part for reason in reasons for part in reason.split("; ")}
+    phrases = []
+    if any(p.startswith("adds <bos>") for p in parts):
+        phrases.append("a leading <bos>")
+    if "no <eos> appended" in parts:
+        phrases.append("no <eos>")
+    elif any(p.startswith("drops <eos>") for p in parts):
+        phrases.append("an <eos> that truncation drops")
+    rest = [
+        p
+        for p in sorted(parts)
+        if not p.startswith(("adds <bos>", "drops <eos>")) and p != "no <eos> appended"
+    ]
+    if phrases:
+        text = "with " + " and ".join(phrases)
+        return text + (f" ({'; '.join(rest)})" if rest else "")
+    return "so that " + "; ".join(rest)
 
 
 def measure_int8_fidelity(

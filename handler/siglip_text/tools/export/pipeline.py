@@ -4,9 +4,11 @@ Writes ``text_model.onnx`` (``input_ids [batch, 64]`` -> ``text_embeds``, the po
 not normalized; weights in ``text_model.onnx.data`` past protobuf's 2 GB), ``tokenizer.json``
 (the checkpoint's tokenizer with the contract's lowercasing, EOS and padding written in) and
 ``manifest.json``. Before the manifest is written, the bundle is loaded with
-``build_service`` (the init phase ``serve`` and Lambda run) and compared with transformers
-and PyTorch (checks.py); an fp32 graph below cosine 0.99999 fails the export and leaves no
-manifest, so the directory cannot be served. The command line is command.py, the summary
+``build_service`` (the init phase ``serve`` and Lambda run) and compared with the contract's
+ids and PyTorch (checks.py); what the installed transformers makes of the checkpoint's
+tokenizer, where it departs from the contract, is recorded (``checkpoint_tokenizer``). An
+fp32 graph below cosine 0.99999 fails the export and leaves no manifest, so the directory
+cannot be served. The command line is command.py, the summary
 report.py.
 """
 
@@ -47,10 +49,11 @@ from .checks import (
     MAX_LENGTH,
     ExportCheckFailed,
     check_against_checkpoint,
+    describe_checkpoint_tokenizer,
     measure_int8_fidelity,
 )
 from .graph import DEFAULT_OPSET, export_text_tower, external_data_path, optimize_graph
-from .tokenizer import apply_contract
+from .tokenizer import apply_contract, check_vocabulary
 
 
 @dataclass
@@ -119,7 +122,7 @@ def validate(options: ExportOptions) -> Any:
 def export_bundle(options: ExportOptions) -> ExportReport:
     """Export, check against PyTorch, quantize if asked, write the manifest last."""
     spec = validate(options)
-    from .checkpoint import load_checkpoint
+    from .checkpoint import file_tokenizer, load_checkpoint
 
     timings: dict[str, float] = {}
     started = time.perf_counter()
@@ -138,7 +141,7 @@ def export_bundle(options: ExportOptions) -> ExportReport:
         )
 
     tokenizer_path = out / TOKENIZER_FILE
-    write_contract_tokenizer(checkpoint.tokenizer, tokenizer_path, lowercase=options.lowercase)
+    write_contract_tokenizer(checkpoint, tokenizer_path, lowercase=options.lowercase)
 
     onnx_path = out / ONNX_FILE
     scratch = Path(tempfile.mkdtemp(prefix=".fp32-", dir=out))
@@ -170,9 +173,19 @@ def export_bundle(options: ExportOptions) -> ExportReport:
         began = time.perf_counter()
         fp32_fields = final if options.precision == "fp32" else base
         fp32_service = _check_service(fp32_fields, fp32_path, tokenizer_path, options.threads)
+        reference = file_tokenizer(checkpoint)
         check = check_against_checkpoint(
-            fp32_service, checkpoint, lowercase=options.lowercase, min_cosine=options.min_cosine
+            fp32_service,
+            checkpoint,
+            lowercase=options.lowercase,
+            min_cosine=options.min_cosine,
+            reference=reference,
         )
+        loaded_tokenizer = describe_checkpoint_tokenizer(
+            checkpoint, lowercase=options.lowercase, reference=reference
+        )
+        if loaded_tokenizer.get("note"):
+            log(f"NOTE: {loaded_tokenizer['note']}")
         timings["check_s"] = time.perf_counter() - began
 
         quantization: dict[str, Any] | None = None
@@ -202,7 +215,11 @@ def export_bundle(options: ExportOptions) -> ExportReport:
             timings["fidelity_s"] = time.perf_counter() - began
             fidelity["fp32_vs_pytorch"] = check["vs_pytorch"]
             check = check_against_checkpoint(
-                int8_service, checkpoint, lowercase=options.lowercase, min_cosine=None
+                int8_service,
+                checkpoint,
+                lowercase=options.lowercase,
+                min_cosine=None,
+                reference=reference,
             )
             if fidelity["cosine"]["cosine_min"] < options.int8_min_cosine:
                 raise ExportCheckFailed(
@@ -219,6 +236,7 @@ def export_bundle(options: ExportOptions) -> ExportReport:
         update={
             **provenance(options, spec, checkpoint),
             "export_check": check,
+            "checkpoint_tokenizer": loaded_tokenizer,
             "quantization": quantization,
             "fidelity": fidelity,
             "export_seconds": round(timings["total_s"], 1),
@@ -231,16 +249,19 @@ def export_bundle(options: ExportOptions) -> ExportReport:
     return ExportReport(out=out, manifest=manifest, timings=timings)
 
 
-def write_contract_tokenizer(hf_tokenizer: Any, path: Path, *, lowercase: Lowercase) -> None:
-    """The checkpoint's own tokenizer (a copy) with the contract written in."""
-    from tokenizers import Tokenizer
+def write_contract_tokenizer(checkpoint: Any, path: Path, *, lowercase: Lowercase) -> None:
+    """The checkpoint's own ``tokenizer.json`` (a copy) with the contract written in.
 
-    backend = getattr(hf_tokenizer, "backend_tokenizer", None)
-    if backend is None:
-        raise ToolError(
-            "the checkpoint's tokenizer has no tokenizer.json form (a fast tokenizer is needed)"
-        )
-    tokenizer = Tokenizer.from_str(backend.to_str())
+    Made from the file the checkpoint ships (``checkpoint.file_tokenizer``), not from the
+    tokenizer transformers built from it: transformers may add tokens when it loads one
+    (transformers 5's GemmaTokenizer adds ``<mask>`` to a vocabulary without it), and the
+    export never adds tokens. Every id of the tokenizer must have a row in the tower's
+    embedding table (``tokenizer.check_vocabulary``).
+    """
+    from .checkpoint import file_tokenizer
+
+    tokenizer = file_tokenizer(checkpoint)
+    check_vocabulary(tokenizer, rows=checkpoint.embedding_rows)
     try:
         apply_contract(tokenizer, lowercase=lowercase, max_length=MAX_LENGTH)
     except ValueError as exc:

@@ -21,6 +21,15 @@ def summary(report: ExportReport) -> str:
         f"{stats.cosine_mean:.7f}, max abs error {stats.max_abs_error:.2e}; tokenizer parity "
         f"{stats.count}/{stats.count}"
     )
+    loaded = manifest.get("checkpoint_tokenizer") or {}
+    if loaded.get("note"):
+        lines.append(f"  NOTE: {loaded['note']}")
+    if loaded.get("special_token_strings", "text") != "text":
+        lines.append(
+            f"  note: transformers {loaded['transformers']} matches special-token strings in "
+            "text (a query '<eos>' becomes the control id); this bundle takes them as text, as "
+            "SentencePiece does (a pipeline calling the tokenizer passes split_special_tokens=True)"
+        )
     if "fidelity" in manifest:
         fid = manifest["fidelity"]
         lines.append(

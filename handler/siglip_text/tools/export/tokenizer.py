@@ -5,9 +5,12 @@ Kept free of torch and transformers: it needs only ``tokenizers``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from tokenizers import Tokenizer, normalizers, processors
 
 from ...bundle import Lowercase
+from ..errors import ToolError
 from ..lowercase import lowercase_normalizer
 
 
@@ -35,3 +38,23 @@ def apply_contract(tokenizer: Tokenizer, *, lowercase: Lowercase, max_length: in
     tokenizer.enable_truncation(max_length=max_length)
     tokenizer.enable_padding(direction="right", pad_id=pad_id, pad_token="<pad>", length=max_length)
     return tokenizer
+
+
+def check_vocabulary(tokenizer: Any, *, rows: int) -> None:
+    """Every id of the tokenizer must have a row in the graph's token embedding table.
+
+    Otherwise the bundle would fail on the first text that produces such an id, with an
+    ONNX Runtime status that names neither; this names both sizes and the extra tokens.
+    """
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    if size <= rows:
+        return
+    by_id = {i: t for t, i in tokenizer.get_vocab(with_added_tokens=True).items() if i >= rows}
+    extra = [f"{i} {by_id[i]!r}" for i in sorted(by_id)]
+    shown = ", ".join(extra[:8]) + (f", ... ({len(extra)} in all)" if len(extra) > 8 else "")
+    raise ToolError(
+        f"the tokenizer has {size:,} entries but the text tower's token embedding table has "
+        f"{rows:,} rows: {len(extra)} token(s) have no row and cannot be embedded ({shown}). "
+        "The tokenizer does not belong to this checkpoint, or something added tokens to it; "
+        "export the checkpoint's own tokenizer.json"
+    )
