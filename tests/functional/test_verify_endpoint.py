@@ -33,9 +33,12 @@ def test_verify_against_a_live_endpoint_passes_on_the_demo_reference(
 
     out = capsys.readouterr().out
     assert status == 0, out
-    count = sum(1 for c in reference["cases"] if c["text"])
+    # every text, the empty one included (the contract embeds it: <eos> then pads)
+    assert "" in [c["text"] for c in reference["cases"]]
+    count = len(reference["cases"])
     assert f"{count}/{count} texts: endpoint vector for the text equals" in out
-    assert "empty texts (the OpenAI API refuses them): 1 id reference(s)" in out
+    assert f"{count} texts: cosine min" in out
+    assert "skipped" not in out
 
 
 def test_verify_against_a_live_endpoint_fails_on_ids_padded_with_1(
@@ -56,3 +59,26 @@ def test_verify_against_a_live_endpoint_fails_on_ids_padded_with_1(
     out = capsys.readouterr().out
     assert status == 1
     assert "differs from its vector for the reference ids" in out
+
+
+def test_verify_against_a_live_endpoint_names_a_reference_that_starts_with_bos(
+    live_server: str,
+    reference: dict[str, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN reference ids from a tokenizer whose post-processor prepends <bos> (id 2) and
+    # appends no <eos>: what transformers 5 makes of a contradictory SigLIP 2 checkpoint
+    cases = []
+    for c in reference["cases"][:6]:
+        content = [i for i in c["input_ids"] if i not in (0, 1)]
+        row = [2, *content][:64]
+        cases.append({**c, "input_ids": row + [0] * (64 - len(row))})
+    refs = _write(tmp_path / "ref.jsonl", cases)
+
+    status = main(["verify", "--url", f"{live_server}/v1", "--reference", str(refs), "--quiet"])
+
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "likely cause: 6 of 6 reference rows start with <bos> and hold no <eos>" in out
+    assert "transformers >= 5" in out

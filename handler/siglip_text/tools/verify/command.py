@@ -1,12 +1,13 @@
 """`siglip-text verify`: prove a bundle or an endpoint equal to the GPU pipeline.
 
 The reference is what your index was built with, as JSONL records ``{"text", "input_ids"}``
-and/or ``{"text", "embedding"}`` (``siglip-text reference`` writes both from transformers;
-``text`` is the raw text, before any lowercasing). Checks:
+and/or ``{"text", "embedding"}`` (``siglip-text reference`` writes both from the checkpoint;
+``text`` is the raw text, before any lowercasing; an empty text is a text). Checks:
 
 - files: the bundle's files against the manifest's sha256 (in process only);
 - tokenizer: our ids equal the reference's, text by text; each mismatch names its likely
-  cause (pad id, padding side, lowercasing, BOS, EOS, length). Against ``--url`` the
+  cause (pad id, padding side, lowercasing, BOS, EOS, length), and a reference whose rows
+  start with ``<bos>`` is named as the transformers 4/5 split. Against ``--url`` the
   endpoint's vector for the text is compared with its vector for the reference ids;
 - vectors: cosine min / mean / 1st percentile and the largest component error;
 - retrieval: with ``--images`` (an ``.npy`` of image embeddings), the share of each

@@ -16,6 +16,8 @@ def render(checks: list[Check], *, title: str, show: int = 10) -> str:
     for check in checks:
         if check.details and not check.passed:
             out.append(f"\n{check.name}: {len(check.details)} mismatch(es)")
+            if check.cause:
+                out.append(f"  {check.cause}")
             out += [f"  {d}" for d in check.details[:show]]
             if len(check.details) > show:
                 out.append(f"  ... and {len(check.details) - show} more")
