@@ -35,8 +35,7 @@ from tests.support.edge_texts import SPECIAL_STRINGS, edge_texts  # noqa: E402
 pytestmark = pytest.mark.export
 
 TEXTS = edge_texts()
-#: The shapes that export today (the contradictory one is added by the contract reference).
-EXPORTED_SHAPES: tuple[gemma.Shape, ...] = ("eos",)
+EXPORTED_SHAPES = gemma.SHAPES
 
 
 @pytest.fixture(scope="module")
@@ -53,24 +52,44 @@ def expected_ids(source: Path) -> list[list[int]]:
 
 
 @pytest.fixture(scope="module")
-def bundles(source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Each checkpoint shape exported by the production export (one tower, written once)."""
-    base = tmp_path_factory.mktemp("gemma")
+def checkpoints(source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A checkpoint directory per shape (one tower, written once)."""
+    base = tmp_path_factory.mktemp("gemma-checkpoints")
     gemma.write_tower(base / "tower")
+    return {
+        shape: gemma.make_checkpoint(source, base / shape, shape=shape, tower=base / "tower")
+        for shape in EXPORTED_SHAPES
+    }
+
+
+@pytest.fixture(scope="module")
+def bundles(
+    checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    """Each checkpoint shape exported by the production export."""
+    base = tmp_path_factory.mktemp("gemma-bundles")
     out: dict[str, Path] = {}
-    for shape in EXPORTED_SHAPES:
-        checkpoint = gemma.make_checkpoint(
-            source, base / f"checkpoint-{shape}", shape=shape, tower=base / "tower"
-        )
+    for shape, checkpoint in checkpoints.items():
         options = ExportOptions(
             source=str(checkpoint),
-            out=base / f"bundle-{shape}",
+            out=base / shape,
             repository=gemma.REPOSITORY,
             revision=gemma.REVISION,
             threads=1,
         )
         out[shape] = export_bundle(options).out
     return out
+
+
+@pytest.fixture(scope="module")
+def loaded(checkpoints: dict[str, Path]) -> dict[str, Any]:
+    """Each checkpoint as the installed transformers loads it (tower and tokenizer)."""
+    from siglip_text.tools.export.checkpoint import SourceSpec, load_checkpoint
+
+    return {
+        shape: load_checkpoint(SourceSpec(str(path), "local", gemma.REVISION))
+        for shape, path in checkpoints.items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +147,92 @@ def test_bundle_serves_the_reference_ids_vectors_over_http(
 def _vectors(response: Any) -> np.ndarray:
     assert response.status_code == 200, response.text
     return np.array([item["embedding"] for item in response.json()["data"]], dtype=np.float32)
+
+
+def test_both_checkpoint_shapes_export_to_bundles_with_identical_ids_and_vectors(
+    services: dict[str, EmbeddingService], bundles: dict[str, Path]
+) -> None:
+    # GIVEN Gemma's tokenizer.json (<bos> prepended) with SigLIP 2's config, and the
+    # consistent '$A <eos>' variant: both exported, with the installed transformers
+    ids = {shape: s.tokenizer.encode_texts(TEXTS).ids for shape, s in services.items()}
+    vectors = {shape: s.embed_texts(TEXTS).vectors for shape, s in services.items()}
+    np.testing.assert_array_equal(ids["bos"], ids["eos"])
+    np.testing.assert_array_equal(vectors["bos"], vectors["eos"])
+    for bundle in bundles.values():
+        from tokenizers import Tokenizer
+
+        # export never adds tokens: the bundle has the checkpoint's 256,000 entries
+        written = Tokenizer.from_file(str(bundle / "tokenizer.json"))
+        assert written.get_vocab_size(with_added_tokens=True) == gemma.VOCAB_SIZE
+
+
+def test_export_records_what_the_installed_transformers_makes_of_each_shape(
+    loaded: dict[str, Any], bundles: dict[str, Path]
+) -> None:
+    import json
+
+    import transformers
+
+    for shape, checkpoint in loaded.items():
+        # what this transformers does when a pipeline calls the tokenizer directly
+        direct = checkpoint.tokenizer("a photo of a cat")["input_ids"]
+        record = json.loads((bundles[shape] / "manifest.json").read_text())["checkpoint_tokenizer"]
+        assert record["transformers"] == transformers.__version__
+        if direct[0] == 2 and 1 not in direct:  # transformers >= 5 on the contradictory shape
+            assert shape == "bos"
+            assert record["note"].startswith(
+                f"transformers {transformers.__version__} loads this tokenizer with a leading "
+                "<bos> and no <eos>: a GPU pipeline that calls it directly does not follow"
+            )
+        else:  # transformers 4 rebuilds the post-processor from the config: the contract
+            assert direct[-1] == 1 and 2 not in direct
+            assert record.get("note") is None
+
+
+def test_contract_reference_is_siglip2s_tokenizer_whatever_transformers_loads(
+    loaded: dict[str, Any], expected_ids: list[list[int]]
+) -> None:
+    from siglip_text.tools.export.checkpoint import contract_token_ids
+
+    # the one definition of the reference, from each checkpoint as transformers loads it
+    for checkpoint in loaded.values():
+        ids = contract_token_ids(checkpoint.tokenizer, TEXTS, lowercase="unicode", max_length=64)
+        assert ids == expected_ids
+
+
+def test_verify_names_a_pipeline_reference_of_the_contradictory_checkpoint(
+    loaded: dict[str, Any], bundles: dict[str, Path], services: dict[str, EmbeddingService]
+) -> None:
+    from siglip_text.bundle import BundlePaths
+    from siglip_text.tools.backends import LocalEmbedder
+    from siglip_text.tools.reference import make_reference
+    from siglip_text.tools.verify.checks import load_references, verify
+
+    from tests.support.references import pipeline_reference
+
+    texts = TEXTS[:40]
+    checkpoint = loaded["bos"]
+    bundle = bundles["bos"]
+    embedder = LocalEmbedder(services["bos"], paths=BundlePaths.in_dir(bundle))
+
+    def tokenizer_check(records: list[dict[str, Any]], tmp: Path) -> Any:
+        from siglip_text.tools.files import write_jsonl
+
+        write_jsonl(tmp, records)
+        checks = verify(embedder, load_references([tmp]))
+        return next(c for c in checks if c.name == "tokenizer")
+
+    base = bundle.parent
+    # the records `siglip-text reference` writes: the contract's ids
+    contract = make_reference(checkpoint.tower, checkpoint.tokenizer, texts, lowercase="unicode")
+    assert tokenizer_check(contract, base / "contract.jsonl").passed
+    # a GPU pipeline that calls the same tokenizer directly, with this transformers
+    pipeline = pipeline_reference(checkpoint.tower, checkpoint.tokenizer, texts)
+    check = tokenizer_check(pipeline, base / "pipeline.jsonl")
+    if checkpoint.tokenizer("a")["input_ids"][0] == 2:  # transformers >= 5
+        assert not check.passed
+        assert check.cause.startswith(f"likely cause: {len(texts)} of {len(texts)} reference rows")
+        assert "transformers >= 5" in check.cause
+        assert "The export recorded: transformers" in check.cause
+    else:
+        assert check.passed, check.details
