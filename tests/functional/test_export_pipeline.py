@@ -374,6 +374,93 @@ def test_export_of_a_consistent_checkpoint_records_no_note(fp32_bundle: Path) ->
     assert loaded["special_token_strings"].startswith("matched as control tokens")
 
 
+SIGLIP2_TOKENIZER_CONFIG = {
+    "tokenizer_class": "GemmaTokenizer",
+    "add_bos_token": False,
+    "add_eos_token": True,
+    "padding_side": "right",
+    "pad_token": "<pad>",
+    "eos_token": "<eos>",
+    "bos_token": "<bos>",
+    "unk_token": "<unk>",
+}
+
+
+def test_export_never_adds_the_tokens_transformers_adds_when_it_loads_a_tokenizer(
+    checkpoint: Path, tmp_path: Path, fp32_bundle: Path
+) -> None:
+    import shutil
+
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    # GIVEN SigLIP 2's tokenizer config on a vocabulary without <mask> (transformers 5's
+    # GemmaTokenizer adds one when it loads it: one id past the embedding table)
+    source = tmp_path / "gemma-config"
+    shutil.copytree(checkpoint, source)
+    (source / "tokenizer_config.json").write_text(json.dumps(SIGLIP2_TOKENIZER_CONFIG))
+    shipped = Tokenizer.from_file(str(source / "tokenizer.json"))
+    loaded = AutoTokenizer.from_pretrained(source)
+    assert len(loaded) in (shipped.get_vocab_size(), shipped.get_vocab_size() + 1)
+
+    # WHEN it is exported THEN the bundle has the checkpoint's entries, no more
+    assert _export(source, tmp_path / "bundle") == 0
+    written = Tokenizer.from_file(str(tmp_path / "bundle" / "tokenizer.json"))
+    assert written.get_vocab_size() == shipped.get_vocab_size()
+    assert written.token_to_id("<mask>") is None
+    ids = _service(tmp_path / "bundle").tokenizer.encode_texts(TEXTS).ids
+    assert ids.tolist() == _service(fp32_bundle).tokenizer.encode_texts(TEXTS).ids.tolist()
+
+
+def test_export_of_a_tokenizer_larger_than_the_embedding_table_names_both_sizes(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from tokenizers import Tokenizer
+
+    # GIVEN a tokenizer.json with two tokens the graph has no embedding row for
+    source = tmp_path / "larger"
+    shutil.copytree(checkpoint, source)
+    tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
+    rows = tokenizer.get_vocab_size()
+    tokenizer.add_special_tokens(["<extra_a>", "<extra_b>"])
+    tokenizer.save(str(source / "tokenizer.json"))
+
+    # THEN the export stops before any graph runs, naming both sizes and the tokens
+    assert _export(source, tmp_path / "bundle") == 2
+    err = capsys.readouterr().err
+    assert f"the tokenizer has {rows + 2:,} entries but the text tower's token embedding " in err
+    assert f"table has {rows:,} rows: 2 token(s) have no row" in err
+    assert f"{rows} '<extra_a>', {rows + 1} '<extra_b>'" in err
+    assert "ONNX Runtime" not in err and "InvalidArgument" not in err
+    assert not (tmp_path / "bundle" / "manifest.json").exists()
+
+
+def test_export_of_a_tokenizer_without_eos_names_the_missing_token(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    # GIVEN a tokenizer.json whose <eos> is spelled otherwise (the graph's contract needs it)
+    source = tmp_path / "no-eos"
+    shutil.copytree(checkpoint, source)
+    data = json.loads((source / "tokenizer.json").read_text())
+    data["model"]["vocab"]["</s>"] = data["model"]["vocab"].pop("<eos>")
+    for token in data["added_tokens"]:
+        if token["content"] == "<eos>":
+            token["content"] = "</s>"
+    data["post_processor"] = None
+    (source / "tokenizer.json").write_text(json.dumps(data))
+
+    # THEN the export names the missing token, never an ONNX Runtime status
+    assert _export(source, tmp_path / "bundle") == 2
+    err = capsys.readouterr().err
+    assert "the tokenizer has no <eos> token: the SigLIP 2 contract ends every text" in err
+    assert "ONNX Runtime" not in err
+    assert not (tmp_path / "bundle" / "manifest.json").exists()
+
+
 def test_export_of_a_text_model_alone_records_no_logit_scale(tmp_path: Path) -> None:
     import torch
     from transformers import Siglip2TextConfig, Siglip2TextModel

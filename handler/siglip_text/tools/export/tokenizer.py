@@ -30,8 +30,12 @@ def apply_contract(tokenizer: Tokenizer, *, lowercase: Lowercase, max_length: in
     tokenizer.normalizer = normalizers.Sequence(steps) if steps else None
     eos_id = tokenizer.token_to_id("<eos>")
     pad_id = tokenizer.token_to_id("<pad>")
-    if eos_id is None or pad_id is None:
-        raise ValueError("tokenizer has no <eos> or <pad> token; it is not a SigLIP 2 tokenizer")
+    missing = [name for name, tid in (("<eos>", eos_id), ("<pad>", pad_id)) if tid is None]
+    if missing:
+        raise ValueError(
+            f"the tokenizer has no {' and no '.join(missing)} token: the SigLIP 2 contract ends "
+            "every text with <eos> and pads with <pad> (it is not a SigLIP 2 tokenizer)"
+        )
     tokenizer.post_processor = processors.TemplateProcessing(
         single="$A <eos>", pair="$A $B <eos>", special_tokens=[("<eos>", eos_id)]
     )
