@@ -106,3 +106,18 @@ def test_a_binary_content_type_arrives_base64_encoded_and_is_served(
         event_for(http.build_request("POST", request.url, json={"input": "x"}))["isBase64Encoded"]
         is False
     )
+
+
+def test_empty_and_special_token_texts_through_the_function_url(
+    client: OpenAI, lambda_module: ModuleType
+) -> None:
+    # The empty string is a text (<eos> then pads); "<eos>" typed in a query is text too
+    service = lambda_module.app.state.service
+    texts = ["", "<eos>", "a <pad> b"]
+    response = client.embeddings.create(model=service.model_id, input=texts)
+    got = np.array([item.embedding for item in response.data], dtype=np.float32)
+    np.testing.assert_allclose(got, service.embed_texts(texts).vectors, atol=1e-6)
+    eos = service.tokenizer.eos_id
+    np.testing.assert_allclose(got[0], service.embed_token_ids([[eos]]).vectors[0], atol=1e-6)
+    assert response.usage.prompt_tokens == sum(service.tokenizer.encode_texts(texts).lengths)
+    assert float(got[0] @ got[1]) < 0.9999  # "<eos>" is not the empty query
