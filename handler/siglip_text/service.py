@@ -204,9 +204,18 @@ class EmbeddingService:
         """
         try:
             text = self.embed_texts([PROBE_TEXT])
-            ids = self.embed_token_ids([[self.tokenizer.vocab_size - 1, self.tokenizer.eos_id]])
         except SiglipError as exc:
             raise ModelLoadError(f"inference probe failed: {exc.message}") from exc
+        highest = self.tokenizer.vocab_size - 1
+        try:
+            ids = self.embed_token_ids([[highest, self.tokenizer.eos_id]])
+        except SiglipError as exc:
+            raise ModelLoadError(
+                f"inference probe failed: the graph cannot embed token id {highest}, the last "
+                f"of the tokenizer's {self.tokenizer.vocab_size} entries: its token embedding "
+                "table is smaller than the tokenizer (they do not belong together) "
+                f"({exc.message})"
+            ) from exc
         for vectors in (text.vectors, ids.vectors):
             norm = float(np.linalg.norm(vectors[0]))
             if abs(norm - 1.0) > 1e-3:

@@ -113,7 +113,12 @@ def test_tokenizer_larger_than_the_graph_vocabulary_fails_the_probe(bundle_copy:
     for extra in range(50):
         vocab[f"zzextra{extra}"] = len(vocab)
     path.write_text(json.dumps(data))
-    with pytest.raises(ModelLoadError, match="inference probe failed"):
+    size = len(vocab)
+    with pytest.raises(
+        ModelLoadError,
+        match=rf"inference probe failed: the graph cannot embed token id {size - 1}, the last of "
+        rf"the tokenizer's {size} entries: its token embedding table is smaller",
+    ):
         load(bundle_copy)
 
 
