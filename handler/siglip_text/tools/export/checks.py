@@ -132,23 +132,36 @@ def describe_checkpoint_tokenizer(
     eos, pad = contract[EDGE_CASE_TEXTS.index("")][:2]
     bos = reference.token_to_id("<bos>")
 
+    def decode(ids: list[int]) -> str:
+        return str(reference.decode(ids, skip_special_tokens=False))
+
     def differences(theirs: list[list[int]], ours: list[list[int]]) -> dict[str, int]:
+        """Each distinct reason (explain_id_mismatch) and on how many texts it shows."""
         found: dict[str, int] = {}
         for mine, ref in zip(ours, theirs, strict=True):
             if mine != ref:
-                reason = explain_id_mismatch(mine, ref, pad_id=pad, eos_id=eos, bos_id=bos)
+                why = explain_id_mismatch(
+                    mine, ref, pad_id=pad, eos_id=eos, bos_id=bos, decode=decode
+                )
+                # positions and ids are for a text at a time; here only the kind counts
+                reason = "; ".join(
+                    "other ids for the text" if part.startswith("ids differ from") else part
+                    for part in why.split("; ")
+                )
                 found[reason] = found.get(reason, 0) + 1
         return found
 
-    content = differences(
-        contract_token_ids(tokenizer, EDGE_CASE_TEXTS, lowercase=lowercase, max_length=MAX_LENGTH),
-        contract,
+    # transformers' own ids for the text (nothing added) against tokenizer.json's
+    theirs = contract_token_ids(
+        tokenizer, EDGE_CASE_TEXTS, lowercase=lowercase, max_length=MAX_LENGTH
     )
+    content = differences(theirs, contract)
+    # its post-processing and padding, on top of its own ids for the text
     reasons = differences(
         direct_call_token_ids(
             tokenizer, EDGE_CASE_TEXTS, lowercase=lowercase, max_length=MAX_LENGTH
         ),
-        contract,
+        theirs,
     )
     special = [
         i for i, t in enumerate(EDGE_CASE_TEXTS) if any(s in t for s in SPECIAL_TOKEN_STRINGS)
