@@ -1,11 +1,12 @@
 """A Hugging Face SigLIP / SigLIP 2 checkpoint and its transformers text path.
 
 Needs the ``export`` extra (torch, transformers). This is the "GPU path" the bundle is
-compared with: the contract's ids built from the checkpoint tokenizer's content ids (text
-lowercased in Python, no special tokens added, special-token strings as text) plus the
-contract's own ``<eos>`` and padding, and the PyTorch text tower fed the ids alone (no
-attention mask). How the installed transformers itself post-processes the tokenizer is
-recorded beside it (``direct_call_token_ids``), never used as the reference.
+compared with: the contract's ids (``contract_token_ids``), built from the content ids of
+the checkpoint's own tokenizer.json (``file_tokenizer``; text lowercased in Python, no
+special tokens added, special-token strings as text) plus the contract's own ``<eos>`` and
+padding, and the PyTorch text tower fed the ids alone (no attention mask). How the installed
+transformers itself loads and post-processes the tokenizer is recorded beside it
+(``direct_call_token_ids``), never used as the reference.
 """
 
 from __future__ import annotations
