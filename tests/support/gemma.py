@@ -76,8 +76,8 @@ def write_checkpoint_tokenizer(source: Path, directory: Path, *, shape: Shape) -
 def write_tower(directory: Path) -> None:
     """save_pretrained of a seeded random Siglip2Model with the 256k vocabulary.
 
-    A full model (text and a toy image tower), as the Hub checkpoints are: transformers 4.57
-    cannot load a text-only save (``siglip2_text_model`` is not in its AutoConfig).
+    A full model (text and a toy image tower), as the Hub checkpoints are (and what
+    transformers 5 loads with ``Siglip2Tokenizer``, a text-only save with ``GemmaTokenizer``).
     """
     import torch
     from transformers import Siglip2Config, Siglip2Model

@@ -11,6 +11,7 @@ transformers itself loads and post-processes the tokenizer is recorded beside it
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,9 +106,13 @@ def load_checkpoint(
     hub = {"revision": spec.revision} if spec.kind == "hub" and spec.revision else {}
     try:
         config = AutoConfig.from_pretrained(spec.source, **hub)
+        model_type = str(getattr(config, "model_type", ""))
     except (OSError, ValueError) as exc:
-        raise ToolError(f"{spec.source}: cannot read the model config ({exc})") from None
-    model_type = str(getattr(config, "model_type", ""))
+        # transformers 4.57 has Siglip2TextModel but no AutoConfig entry for the
+        # "siglip2_text_model" it saves: the model class reads its own config
+        model_type = _declared_model_type(spec)
+        if model_type not in MODEL_CLASSES:
+            raise ToolError(f"{spec.source}: cannot read the model config ({exc})") from None
     if model_type not in MODEL_CLASSES:
         raise ToolError(
             f"{spec.source}: model_type {model_type!r} is not a SigLIP model "
@@ -146,6 +151,17 @@ def load_checkpoint(
         logit_bias=float(bias.detach().reshape(-1)[0]) if bias is not None else None,
         tokenizer_file=Path(found) if found else None,
     )
+
+
+def _declared_model_type(spec: SourceSpec) -> str:
+    """``model_type`` as a local directory's config.json states it ("" when unreadable)."""
+    if spec.kind != "local":
+        return ""
+    try:
+        value = json.loads((Path(spec.source) / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return value if isinstance(value, str) else ""
 
 
 def file_tokenizer(checkpoint: Checkpoint) -> Any:
