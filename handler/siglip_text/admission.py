@@ -1,15 +1,19 @@
 """Bounded admission: at most ``in_flight`` requests run, ``pending`` more may wait.
 
 Past that a request is refused at once (OverloadedError -> 429 with Retry-After) instead of
-joining an unbounded queue. On Lambda each environment serves one request at a time and the
-function's reserved concurrency is the real bound; this bound matters for `siglip-text serve`.
+joining an unbounded queue. A request holds two things: its *admission* (one of
+``in_flight + pending``, taken or refused without waiting) for its whole life, and a
+*running* slot (one of ``in_flight``, waited for) while it does its work. `serve` takes the
+admission before it reads the body and the running slot before the app parses it (see
+`ingress.py`); the app itself uses ``slot()``, both at once. On Lambda each environment
+serves one request at a time and the function's reserved concurrency is the real bound.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 from .errors import OverloadedError
 
@@ -25,21 +29,33 @@ class Admission:
         self._running: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """Hold one running slot for the body; raise OverloadedError when full."""
+    @contextmanager
+    def admit(self) -> Iterator[None]:
+        """Hold one of ``in_flight + pending`` places; raise OverloadedError when all are held."""
         if self.admitted >= self.capacity:
             self.refused += 1
             raise OverloadedError(
                 "the server is at capacity; retry after the delay in the Retry-After header"
             )
+        self.admitted += 1
+        try:
+            yield
+        finally:
+            self.admitted -= 1
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Wait for one of ``in_flight`` running slots and hold it (call within ``admit()``)."""
         loop = asyncio.get_running_loop()
         if self._running is None or self._loop is not loop:
             # Mangum may run each invocation on its own loop; a semaphore is bound to one.
             self._running, self._loop = asyncio.Semaphore(self.in_flight), loop
-        self.admitted += 1
-        try:
-            async with self._running:
+        async with self._running:
+            yield
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Admission and a running slot at once; raise OverloadedError when full."""
+        with self.admit():
+            async with self.running():
                 yield
-        finally:
-            self.admitted -= 1

@@ -33,6 +33,7 @@ from .errors import (
     ModelNotFoundError,
     OverloadedError,
     PayloadTooLargeError,
+    ShuttingDownError,
     SiglipError,
     TooManyInputsError,
 )
@@ -56,6 +57,7 @@ ERRORS: dict[type[SiglipError], tuple[int, str]] = {
     PayloadTooLargeError: (413, "invalid_request_error"),
     TooManyInputsError: (413, "invalid_request_error"),
     OverloadedError: (429, "rate_limit_error"),
+    ShuttingDownError: (503, "server_error"),
     InferenceError: (500, "server_error"),
     ModelLoadError: (500, "server_error"),
     ConfigError: (500, "server_error"),

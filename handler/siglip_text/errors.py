@@ -67,6 +67,12 @@ class OverloadedError(SiglipError):
     code = "rate_limit_exceeded"
 
 
+class ShuttingDownError(SiglipError):
+    """Raised when `serve` stops and its shutdown grace period ran out before a request ran."""
+
+    code = "server_shutting_down"
+
+
 class InferenceError(SiglipError):
     """Raised when the model returns something that is not a valid vector (NaN, zero, shape)."""
 

@@ -1,13 +1,26 @@
-"""`siglip-text serve`: the same app under uvicorn, with bounded admission."""
+"""`siglip-text serve`: the same app under uvicorn, behind `ingress.Ingress`.
+
+The ingress takes each request's admission before its body is read, bounds the body, makes
+every early answer (413, 429, 503) reach the client, and holds the shutdown grace period.
+
+SIGTERM (or Ctrl-C): uvicorn stops accepting connections and closes idle ones; requests
+running or waiting go on for ``SIGLIP_SHUTDOWN_GRACE_SECONDS``; those not answered by then
+get a 503 and the process exits. It exits as uvicorn and Python do on a signal, by the signal
+itself: status 143 (128 + SIGTERM) for SIGTERM, 130 for SIGINT.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from typing import TYPE_CHECKING, Any
 
 from .config import demo_model_dir, load_settings
 from .errors import SiglipError
+
+if TYPE_CHECKING:
+    from .ingress import Ingress
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    from .admission import Admission
     from .api import create_app
+    from .ingress import Ingress
     from .loading import load_service
     from .observability import LoggingObserver
 
@@ -51,7 +66,18 @@ def run(args: argparse.Namespace) -> int:
     except SiglipError as exc:
         print(f"siglip-text serve: cannot start: {exc.message}", file=sys.stderr)
         return 1
-    app = create_app(service, settings, observer=LoggingObserver(), authenticator=authenticator)
+    observer = LoggingObserver()
+    app = create_app(service, settings, observer=observer, authenticator=authenticator)
+    # The app keeps its own admission (it bounds the work wherever the app is mounted); behind
+    # the ingress, which lets at most `in_flight` requests into the app, it never refuses.
+    ingress = Ingress(
+        app,
+        admission=Admission(
+            in_flight=settings.max_concurrent_requests, pending=settings.max_pending_requests
+        ),
+        max_body_bytes=settings.max_request_bytes,
+        observer=observer,
+    )
     logging.getLogger("siglip_text").info(
         "serving %s (revision %s, dimension %d) on http://%s:%d/v1",
         service.model_id,
@@ -60,5 +86,31 @@ def run(args: argparse.Namespace) -> int:
         args.host,
         args.port,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    config = uvicorn.Config(ingress, host=args.host, port=args.port, log_level=args.log_level)
+    server = _server_class()(config, ingress=ingress, grace_seconds=settings.shutdown_grace_seconds)
+    server.run()
     return 0
+
+
+def _server_class() -> type[Any]:
+    import uvicorn
+
+    class _GracefulServer(uvicorn.Server):
+        """uvicorn's server, with the ingress's grace period on shutdown."""
+
+        def __init__(self, config: Any, *, ingress: Ingress, grace_seconds: float) -> None:
+            super().__init__(config)
+            self.ingress = ingress
+            self.grace_seconds = grace_seconds
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            # uvicorn's own shutdown closes the listeners, then waits for every connection;
+            # once the grace period's 503s are out, `force_exit` ends that wait (computations
+            # still running are abandoned: ONNX Runtime cannot be interrupted mid-run).
+            self.ingress.begin_shutdown(self.grace_seconds, on_expired=self._expired)
+            await super().shutdown(sockets)
+
+        def _expired(self) -> None:
+            self.force_exit = True
+
+    return _GracefulServer

@@ -1,0 +1,308 @@
+"""`siglip-text serve`'s ASGI layer below the app: admission before the body, bounded bodies,
+answers that reach every client, and the shutdown grace period.
+
+For each request that carries a body (a ``Content-Length`` above 0 or ``Transfer-Encoding``):
+
+1. a declared length over the limit is a 413 at once;
+2. it takes one of ``in_flight + pending`` admissions, or gets its 429, before one byte of
+   its body is read, so at most that many bodies are ever held, whatever the clients send;
+3. it reads the body, counting (a streamed body over the limit is a 413), then waits for one
+   of ``in_flight`` running slots and hands the body to the app, which parses and serves it
+   within that slot.
+
+Requests without a body (``/health``, ``/v1/models``) pass straight through: they cost
+nothing and must answer while the server is saturated.
+
+An answer given before the body is read (413, 429, 503) is written first, then the rest of
+the body is read and dropped, up to `DRAIN_MAX_BYTES` and `DRAIN_MAX_SECONDS`, before the
+connection is closed: closing a socket with unread data makes the kernel send a reset,
+which destroys the answer at clients that send their whole body before they read (Python's
+``urllib``, ``requests``). nginx's "lingering close" does the same.
+
+On shutdown (`begin_shutdown`, called when uvicorn stops accepting), running and waiting
+requests go on for the grace period; when it ends, every request not yet answered gets a
+503 (``server_shutting_down``, ``Connection: close``, ``Retry-After``), and ``on_expired``
+is called once those answers are out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .admission import Admission
+from .api import RETRY_AFTER_SECONDS, status_for
+from .errors import OverloadedError, PayloadTooLargeError, ShuttingDownError, SiglipError
+from .schemas import error_body
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: The most of a refused body read and dropped, and for how long (then the connection is
+#: closed, and a client still sending gets a reset). nginx lingers up to 30 s.
+DRAIN_MAX_BYTES = 64 * 1024 * 1024
+DRAIN_MAX_SECONDS = 10.0
+#: A client that sends nothing for this long has stopped sending (``Expect: 100-continue``).
+DRAIN_IDLE_SECONDS = 2.0
+
+logger = logging.getLogger("siglip_text.ingress")
+
+
+class FailureObserver(Protocol):
+    """Told about each request refused here (the app tells it about the others)."""
+
+    def request_failed(self, *, status: int, code: str | None) -> None: ...
+
+
+@dataclass(eq=False)
+class _Exchange:
+    """One request with a body, from its arrival until its answer is out."""
+
+    send: Send
+    in_app: bool = False  # the app has the body and a running slot
+    started: bool = False  # a response has started
+    cut: bool = False  # answered here with a 503 when the grace period ended
+    window: asyncio.Timeout | None = None  # the shutdown deadline, while reading or waiting
+
+
+class Ingress:
+    """ASGI middleware for `serve`; see the module docstring. The Lambda path never uses it."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        admission: Admission,
+        max_body_bytes: int,
+        observer: FailureObserver | None = None,
+    ) -> None:
+        self.app = app
+        self.admission = admission
+        self.max_body_bytes = max_body_bytes
+        self.observer = observer
+        self._active: set[_Exchange] = set()
+        self._deadline: float | None = None
+        self._expired = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not (self._expired or _has_body(scope)):
+            await self.app(scope, receive, send)
+            return
+        exchange = _Exchange(send)
+        self._active.add(exchange)
+        try:
+            await self._serve(exchange, scope, receive)
+        finally:
+            self._active.discard(exchange)
+
+    async def _serve(self, exchange: _Exchange, scope: Scope, receive: Receive) -> None:
+        if self._expired:
+            await self._refuse(exchange, scope, receive, _shutting_down(), body_left=True)
+            return
+        declared = _declared_length(scope)
+        if declared is not None and declared > self.max_body_bytes:
+            await self._refuse(exchange, scope, receive, self._too_large(), body_left=True)
+            return
+        admitted = contextlib.ExitStack()
+        try:
+            admitted.enter_context(self.admission.admit())
+        except OverloadedError as refused:
+            await self._refuse(exchange, scope, receive, refused, body_left=True)
+            return
+        with admitted:
+            async with contextlib.AsyncExitStack() as running:
+                body_left = True
+                try:
+                    async with asyncio.timeout_at(self._deadline) as window:
+                        exchange.window = window
+                        body = await self._read_body(receive)
+                        body_left = False
+                        if body is None:  # the client went away
+                            return
+                        await running.enter_async_context(self.admission.running())
+                except (PayloadTooLargeError, TimeoutError) as refused:
+                    error = refused if isinstance(refused, SiglipError) else _shutting_down()
+                    await self._refuse(exchange, scope, receive, error, body_left=body_left)
+                    return
+                finally:
+                    exchange.window = None
+                exchange.in_app = True
+                await self.app(scope, _replay(body, receive), self._guarded_send(exchange))
+
+    async def _read_body(self, receive: Receive) -> bytes | None:
+        """The whole body, or None if the client disconnected; 413 once past the limit."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise self._too_large()
+            if chunk:
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    def _guarded_send(self, exchange: _Exchange) -> Send:
+        async def send(message: Message) -> None:
+            if exchange.cut:  # already answered 503 at the end of the grace period
+                return
+            if message["type"] == "http.response.start":
+                exchange.started = True
+            await exchange.send(message)
+
+        return send
+
+    async def _refuse(
+        self,
+        exchange: _Exchange,
+        scope: Scope,
+        receive: Receive,
+        error: SiglipError,
+        *,
+        body_left: bool,
+    ) -> None:
+        """Answer now; then, if the client is still sending its body, drop it (bounded)."""
+        exchange.started = True
+        drain = body_left and not _expects_continue(scope)
+        await _send_error(exchange.send, error, more_body=drain)
+        if drain:
+            await _drain(receive)
+            await exchange.send({"type": "http.response.body", "body": b"", "more_body": False})
+        if self.observer is not None:
+            self.observer.request_failed(status=status_for(error)[0], code=error.code)
+
+    def _too_large(self) -> PayloadTooLargeError:
+        return PayloadTooLargeError(f"request body is larger than {self.max_body_bytes} bytes")
+
+    # --- shutdown ---------------------------------------------------------------------------
+
+    def begin_shutdown(self, grace_seconds: float, on_expired: Callable[[], None]) -> None:
+        """Let admitted requests run for ``grace_seconds``; then answer the rest with 503."""
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + grace_seconds
+        for exchange in self._active:
+            if exchange.window is not None:
+                exchange.window.reschedule(self._deadline)
+        logger.info(
+            "shutting down: %d request(s) with a body in progress, grace period %.1f s",
+            len(self._active),
+            grace_seconds,
+        )
+        self._keep(loop.create_task(self._expire_at(self._deadline, on_expired)))
+
+    async def _expire_at(self, deadline: float, on_expired: Callable[[], None]) -> None:
+        await asyncio.sleep(max(0.0, deadline - asyncio.get_running_loop().time()))
+        self._expired = True
+        cut = [ex for ex in self._active if ex.in_app and not ex.started]
+        for exchange in cut:
+            # The body is read already: no drain; the computation is abandoned.
+            exchange.cut = exchange.started = True
+            self._keep(asyncio.create_task(_send_error(exchange.send, _shutting_down())))
+        if cut:
+            logger.warning("grace period over: %d running request(s) answered 503", len(cut))
+        # Those still reading or waiting get their 503 from their own window (and drain).
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + DRAIN_MAX_SECONDS + DRAIN_IDLE_SECONDS
+        while (self._tasks - {asyncio.current_task()}) or any(not ex.cut for ex in self._active):
+            if loop.time() > give_up:
+                break
+            await asyncio.sleep(0.02)
+        on_expired()
+
+    def _keep(self, task: asyncio.Task[None]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives the app the body already read, then the connection's events."""
+    pending: list[bytes] = [body]
+
+    async def replayed() -> Message:
+        if pending:
+            return {"type": "http.request", "body": pending.pop(), "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+async def _send_error(send: Send, error: SiglipError, *, more_body: bool = False) -> None:
+    """The OpenAI-shaped error, ``Connection: close``; ``more_body`` leaves it open to drain."""
+    status, error_type = status_for(error)
+    payload = json.dumps(
+        error_body(error.message, type=error_type, param=error.param, code=error.code),
+        ensure_ascii=False,
+        separators=(",", ":"),  # as the app's own error bodies (Starlette's JSONResponse)
+    ).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+        (b"connection", b"close"),
+    ]
+    if status in (429, 503):
+        headers.append((b"retry-after", RETRY_AFTER_SECONDS.encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload, "more_body": more_body})
+
+
+async def _drain(receive: Receive) -> None:
+    """Read and drop the rest of a body: up to the bounds, or until the client stops."""
+    drained = 0
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(DRAIN_MAX_SECONDS):
+            while drained <= DRAIN_MAX_BYTES:
+                message = await asyncio.wait_for(receive(), DRAIN_IDLE_SECONDS)
+                if message["type"] != "http.request":
+                    return
+                drained += len(message.get("body", b""))
+                if not message.get("more_body", False):
+                    return
+
+
+def _shutting_down() -> ShuttingDownError:
+    return ShuttingDownError(
+        "the server is shutting down and its grace period ended before this request could "
+        "be served; retry it"
+    )
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return bytes(value)
+    return None
+
+
+def _has_body(scope: Scope) -> bool:
+    """Whether the request carries a body: chunked, or a declared length other than 0."""
+    if _header(scope, b"transfer-encoding") is not None:
+        return True
+    value = _header(scope, b"content-length")
+    return value is not None and value.lstrip(b"0") != b""
+
+
+def _declared_length(scope: Scope) -> int | None:
+    """The ``Content-Length`` if it is plain ASCII digits, else None (the body is counted)."""
+    value = _header(scope, b"content-length")
+    if value is None or not value.isdigit():
+        return None
+    digits = value.lstrip(b"0") or b"0"
+    return int(digits) if len(digits) <= 18 else 10**18  # never int() of 5,000 digits
+
+
+def _expects_continue(scope: Scope) -> bool:
+    """The client waits for ``100 Continue`` before it sends the body: nothing to drain."""
+    return (_header(scope, b"expect") or b"").lower() == b"100-continue"
