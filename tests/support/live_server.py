@@ -78,11 +78,10 @@ def running_server(*, log_level: str = "warning", **settings: str) -> Iterator[L
     env["SIGLIP_ORT_INTRA_OP_THREADS"] = "1"
     env.update(settings)
     command = [sys.executable, "-m", "siglip_text.cli", "serve", "--demo", "--port", str(port)]
-    log = tempfile.NamedTemporaryFile(prefix="siglip-serve-", suffix=".log", delete=False)
-    process = subprocess.Popen(
-        [*command, "--log-level", log_level], env=env, stdout=subprocess.DEVNULL, stderr=log
-    )
-    log.close()
+    with tempfile.NamedTemporaryFile(prefix="siglip-serve-", suffix=".log", delete=False) as log:
+        process = subprocess.Popen(
+            [*command, "--log-level", log_level], env=env, stdout=subprocess.DEVNULL, stderr=log
+        )
     server = LiveServer(f"http://127.0.0.1:{port}", port, process, Path(log.name))
     deadline = time.monotonic() + 60
     try:
