@@ -210,7 +210,10 @@ class Ingress:
         for exchange in cut:
             # The body is read already: no drain; the computation is abandoned.
             exchange.cut = exchange.started = True
-            self._keep(asyncio.create_task(_send_error(exchange.send, _shutting_down())))
+            error = _shutting_down()
+            self._keep(asyncio.create_task(_send_error(exchange.send, error)))
+            if self.observer is not None:
+                self.observer.request_failed(status=status_for(error), code=error.code)
         if cut:
             logger.warning("grace period over: %d running request(s) answered 503", len(cut))
         # Those still reading or waiting get their 503 from their own window (and drain).
