@@ -87,7 +87,7 @@ def test_sigterm_finishes_running_and_queued_requests_then_exits_by_the_signal(
     ) as server:
         # GIVEN one request running and five waiting
         answers, threads = in_threads(count, lambda i: post(server.url, texts_of(i)))
-        time.sleep(0.5)
+        time.sleep(1.0)  # all of them connected and admitted
         # WHEN the server gets SIGTERM
         stopped = time.monotonic()
         server.terminate()
@@ -122,7 +122,7 @@ def test_requests_past_the_grace_period_get_a_503_not_a_reset(service: Embedding
             b"POST /v1/embeddings HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n%s" % (len(big), big[:100])
         )
-        time.sleep(0.3)
+        time.sleep(0.6)  # all of them connected and admitted
         # WHEN SIGTERM comes, and the upload goes on (all of it) only after the grace period
         stopped = time.monotonic()
         server.terminate()
