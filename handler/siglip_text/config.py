@@ -45,7 +45,7 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(default=6 * 1024 * 1024, ge=1024)
     max_concurrent_requests: int = Field(default=1, ge=1, le=1024)
     max_pending_requests: int = Field(default=32, ge=0, le=100_000)
-    shutdown_grace_seconds: float = Field(default=20.0, ge=0, le=3600)
+    shutdown_grace_seconds: float = Field(default=15.0, ge=0, le=3600)
 
     cache_size: int = Field(default=0, ge=0, le=10_000_000)
     log_inputs: bool = False

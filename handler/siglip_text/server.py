@@ -88,7 +88,10 @@ def run(args: argparse.Namespace) -> int:
     )
     config = uvicorn.Config(ingress, host=args.host, port=args.port, log_level=args.log_level)
     server = _server_class()(config, ingress=ingress, grace_seconds=settings.shutdown_grace_seconds)
-    server.run()
+    try:
+        server.run()  # on SIGTERM, uvicorn re-raises it once drained: the process ends by it
+    except KeyboardInterrupt:  # uvicorn re-raises SIGINT too, as KeyboardInterrupt
+        return 130
     return 0
 
 
