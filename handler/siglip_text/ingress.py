@@ -213,7 +213,7 @@ class Ingress:
             error = _shutting_down()
             self._keep(asyncio.create_task(_send_error(exchange.send, error)))
             if self.observer is not None:
-                self.observer.request_failed(status=status_for(error), code=error.code)
+                self.observer.request_failed(status=status_for(error)[0], code=error.code)
         if cut:
             logger.warning("grace period over: %d running request(s) answered 503", len(cut))
         # Those still reading or waiting get their 503 from their own window (and drain).

@@ -40,10 +40,10 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from siglip_text.embedding import EmbeddingService
+from siglip_text.service import EmbeddingService
 
-from tests.openai_shapes import assert_openai_error
-from tests.support.live_server import MIB, LiveServer, running_server
+from tests.support.openai_shapes import assert_openai_error
+from tests.support.servers import MIB, LiveServer, running_server
 
 IN_FLIGHT, PENDING = 2, 3
 CLIENTS = 50

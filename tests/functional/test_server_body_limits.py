@@ -23,8 +23,8 @@ import openai
 import pytest
 import requests
 
-from tests.openai_shapes import assert_openai_error
-from tests.support.live_server import LiveServer, running_server
+from tests.support.openai_shapes import assert_openai_error
+from tests.support.servers import LiveServer, running_server
 
 LIMIT = 6 * 1024 * 1024
 MESSAGE = f"request body is larger than {LIMIT} bytes"

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from siglip_text.embedding import EmbeddingService
+from siglip_text.service import EmbeddingService
 
-from tests.openai_shapes import assert_openai_error
-from tests.support.live_server import LiveServer, running_server
+from tests.support.openai_shapes import assert_openai_error
+from tests.support.servers import LiveServer, running_server
 
 JSON = {"content-type": "application/json"}
 #: About 0.3 s of work each on the demo model with one thread (2 cores, measured).

@@ -32,10 +32,10 @@ from typing import Any
 import httpx
 import numpy as np
 import requests
-from siglip_text.embedding import EmbeddingService
+from siglip_text.service import EmbeddingService
 
-from tests.openai_shapes import assert_openai_error
-from tests.support.live_server import MIB, running_server
+from tests.support.openai_shapes import assert_openai_error
+from tests.support.servers import MIB, running_server
 
 SOAK_SECONDS = 60.0
 WARMUP_SECONDS = 10.0
