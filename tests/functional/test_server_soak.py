@@ -113,7 +113,7 @@ def one_request(
         bodies = [
             (b'{"input": ', "invalid_input"),
             (b'{"input": []}', "invalid_input"),
-            (b'{"input": [""]}', "invalid_input"),
+            (b'{"input": [[]]}', "invalid_input"),
             (b'{"input": [1.5]}', "invalid_input"),
             (b"[1, 2]", "invalid_input"),
             (json.dumps({"input": "x", "model": "other"}).encode(), "model_not_found"),
