@@ -5,9 +5,13 @@
 # never push it, never deploy an image built on it.
 #
 #   sudo scripts/make_standin_base_image.sh [TAG]      # TAG: public.ecr.aws/lambda/python:3.13
+#   scripts/make_standin_base_image.sh --host-runtime DIR
 #
-# Needs root (debootstrap), a Docker engine, network (Debian mirror, PyPI) and the project's
-# venv or any python3 with pip. Takes about a minute.
+# The image needs root (debootstrap), a Docker engine, network (Debian mirror, PyPI) and a
+# python3 with pip (the project's venv). Takes about a minute. --host-runtime DIR fetches the
+# same runtime pieces for this machine instead (DIR/aws-lambda-rie, DIR/wheels/ with
+# awslambdaric for this python3): what tests/functional/test_image.py falls back to where no
+# Docker engine runs.
 #
 # What it shares with AWS's image (aws/aws-lambda-base-images, branch python3.13):
 #   - the runtime interface client: awslambdaric from PyPI in /var/runtime, started by
@@ -36,7 +40,6 @@
 #     IAM credentials, the Extensions and Telemetry APIs, X-Ray.
 set -euo pipefail
 
-TAG="${1:-public.ecr.aws/lambda/python:3.13}"
 SUITE=trixie
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 AWSLAMBDARIC_VERSION=4.2.2
@@ -52,6 +55,28 @@ PIP="${PIP:-python3 -m pip}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 ROOTFS="$WORK/rootfs"
+
+# AWS's Runtime Interface Emulator, as the aws-sam-cli wheel ships it.
+fetch_rie() {
+    $PIP download --quiet --no-deps --no-cache-dir "aws-sam-cli==$AWS_SAM_CLI_VERSION" -d "$WORK"
+    python3 - "$WORK"/aws_sam_cli-*.whl "samcli/local/rapid/aws-lambda-rie-$ARCH" "$1" <<'EOF'
+import shutil, sys, zipfile
+wheel, member, target = sys.argv[1:]
+with zipfile.ZipFile(wheel) as archive, archive.open(member) as src, open(target, "wb") as dst:
+    shutil.copyfileobj(src, dst)
+EOF
+    chmod 0755 "$1"
+}
+
+if [ "${1:-}" = "--host-runtime" ]; then
+    DIR="${2:?--host-runtime DIR}"
+    mkdir -p "$DIR/wheels"
+    $PIP download --quiet --only-binary=:all: "awslambdaric==$AWSLAMBDARIC_VERSION" -d "$DIR/wheels"
+    fetch_rie "$DIR/aws-lambda-rie"
+    echo "host runtime: $DIR/aws-lambda-rie, awslambdaric $AWSLAMBDARIC_VERSION in $DIR/wheels" >&2
+    exit 0
+fi
+TAG="${1:-public.ecr.aws/lambda/python:3.13}"
 
 echo "stand-in base image: debootstrap $SUITE" >&2
 debootstrap --variant=minbase --include=python3,python3-pip "$SUITE" "$ROOTFS" "$MIRROR" \
@@ -71,15 +96,7 @@ $PIP install --quiet --no-cache-dir --target "$ROOTFS/var/runtime" --only-binary
     "awslambdaric==$AWSLAMBDARIC_VERSION"
 
 echo "stand-in base image: the RIE from aws-sam-cli $AWS_SAM_CLI_VERSION" >&2
-$PIP download --quiet --no-deps --no-cache-dir "aws-sam-cli==$AWS_SAM_CLI_VERSION" -d "$WORK"
-python3 - "$WORK"/aws_sam_cli-*.whl "samcli/local/rapid/aws-lambda-rie-$ARCH" \
-    "$ROOTFS/usr/local/bin/aws-lambda-rie" <<'EOF'
-import shutil, sys, zipfile
-wheel, member, target = sys.argv[1:]
-with zipfile.ZipFile(wheel) as archive, archive.open(member) as src, open(target, "wb") as dst:
-    shutil.copyfileobj(src, dst)
-EOF
-chmod 0755 "$ROOTFS/usr/local/bin/aws-lambda-rie"
+fetch_rie "$ROOTFS/usr/local/bin/aws-lambda-rie"
 
 cat > "$ROOTFS/lambda-entrypoint.sh" <<'EOF'
 #!/bin/sh

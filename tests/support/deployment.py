@@ -1,16 +1,14 @@
-"""Readers of the deployment files (template.yaml, handler/Dockerfile, .dockerignore).
+"""Readers of the deployment files (template.yaml, .dockerignore); handler/Dockerfile itself
+is built and run by tests/functional/test_image.py, never interpreted here.
 
 They read just the subset of each format that the project uses and refuse anything else, so
-that a new Dockerfile instruction or template construct makes the tests fail loudly instead of
+that a new template construct makes the tests fail loudly instead of
 being skipped silently.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import shlex
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +20,6 @@ DOCKERFILE = ROOT / "handler" / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 REQUIREMENTS_IN = ROOT / "layers" / "python" / "requirements.in"
 REQUIREMENTS_TXT = ROOT / "layers" / "python" / "requirements.txt"
-#: What the AWS Lambda base images set LAMBDA_TASK_ROOT to (and their working directory).
-LAMBDA_TASK_ROOT = "/var/task"
 
 
 # --- template.yaml ----------------------------------------------------------------------------
@@ -170,95 +166,6 @@ def function_environment(template: dict[str, Any], **overrides: str) -> dict[str
     refs = {"ApiKeySecret": "arn:aws:secretsmanager:us-east-1:123456789012:secret:key-AbCdEf"}
     variables = function_resource(template)["Properties"]["Environment"]["Variables"]
     return {k: str(v) for k, v in resolve(variables, params, conditions, refs).items()}
-
-
-# --- handler/Dockerfile -----------------------------------------------------------------------
-
-
-@dataclass
-class Dockerfile:
-    """What the project's Dockerfile does, with ARG and ENV values substituted."""
-
-    base_image: str
-    args: dict[str, str] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
-    #: ("COPY", source, destination) or ("RUN", shell command), in order.
-    steps: list[tuple[str, ...]] = field(default_factory=list)
-    cmd: list[str] = field(default_factory=list)
-
-
-def _logical_lines(text: str) -> list[str]:
-    lines: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        stripped = raw.strip()
-        if not pending and (not stripped or stripped.startswith("#")):
-            continue
-        if stripped.endswith("\\"):
-            pending += stripped[:-1] + " "
-            continue
-        lines.append(pending + stripped)
-        pending = ""
-    if pending:
-        raise ValueError("the Dockerfile ends with a line continuation")
-    return lines
-
-
-def parse_dockerfile(
-    path: Path = DOCKERFILE, build_args: dict[str, str] | None = None
-) -> Dockerfile:
-    """Parse ARG, FROM, ENV, COPY, RUN and CMD; anything else is refused (ValueError)."""
-    variables = {"LAMBDA_TASK_ROOT": LAMBDA_TASK_ROOT}
-    build_args = dict(build_args or {})
-    declared: dict[str, str] = {}
-    env: dict[str, str] = {}
-    result: Dockerfile | None = None
-
-    def substitute(text: str) -> str:
-        def value(match: re.Match[str]) -> str:
-            name = match.group(1) or match.group(2)
-            if name not in variables:
-                raise ValueError(f"undefined variable ${name} in the Dockerfile")
-            return variables[name]
-
-        return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", value, text)
-
-    for line in _logical_lines(path.read_text()):
-        keyword, _, rest = line.partition(" ")
-        keyword = keyword.upper()
-        rest = rest.strip()
-        if keyword == "ARG":
-            name, _, default = rest.partition("=")
-            declared[name] = default
-            variables[name] = build_args.pop(name, default)
-        elif keyword == "FROM":
-            result = Dockerfile(base_image=substitute(rest))
-        elif result is None:
-            raise ValueError(f"{keyword} before FROM")
-        elif keyword == "ENV":
-            for pair in shlex.split(substitute(rest)):
-                name, sep, value = pair.partition("=")
-                if not sep:
-                    raise ValueError("ENV must use the NAME=value form")
-                env[name] = variables[name] = value
-        elif keyword == "COPY":
-            parts = shlex.split(substitute(rest))
-            if len(parts) != 2 or parts[0].startswith("--"):
-                raise ValueError(f"COPY must be 'COPY <source> <destination>': {line}")
-            result.steps.append(("COPY", parts[0], parts[1]))
-        elif keyword == "RUN":
-            result.steps.append(("RUN", substitute(rest)))
-        elif keyword == "CMD":
-            result.cmd = json.loads(rest)
-        else:
-            raise ValueError(f"unsupported Dockerfile instruction {keyword}")
-    if result is None:
-        raise ValueError("no FROM in the Dockerfile")
-    if build_args:
-        raise ValueError(f"build arguments the Dockerfile does not declare: {sorted(build_args)}")
-    result.args = declared
-    result.env = env
-    return result
 
 
 # --- .dockerignore ----------------------------------------------------------------------------
