@@ -133,6 +133,20 @@ def main() -> None:
         text = logs.stdout + logs.stderr
     finally:
         subprocess.run(["docker", "rm", "--force", container], capture_output=True)
+    # the same handler in-process on this machine, right after (the machine is noisy: the
+    # ratio of the two is the figure to read, not either alone)
+    from tests.support.aws_lambda import LambdaContext, imported_lambda
+
+    host_env = {k: str(v) for k, v in env.items() if k != "SIGLIP_MODEL_DIR"}
+    host_env["SIGLIP_ORT_INTRA_OP_THREADS"] = str(os.cpu_count())
+    with imported_lambda(args.bundle, **host_env) as module:
+        module.handler(json.loads(event), LambdaContext())
+        host = []
+        for _ in range(args.warm):
+            started = time.perf_counter()
+            module.handler(json.loads(event), LambdaContext())
+            host.append((time.perf_counter() - started) * 1000)
+    host.sort()
     durations = [
         float(d)
         for d in re.findall(
@@ -164,7 +178,15 @@ def main() -> None:
                 }
                 if handler_ms
                 else None,
+                "host_in_process_handler_ms": {
+                    "median": round(statistics.median(host), 2),
+                    "p90": round(host[int(0.9 * len(host)) - 1], 2),
+                },
+                "container_over_host_median": round(
+                    statistics.median(warm_ms) / statistics.median(host), 2
+                ),
                 "cpus": os.cpu_count(),
+                "load_average": os.getloadavg(),
             },
             indent=2,
         )
