@@ -54,9 +54,16 @@ def client(service: EmbeddingService, settings: Settings) -> Iterator[TestClient
 
 @pytest.fixture
 def bundle_copy(tmp_path: Path, demo_dir: Path) -> Path:
-    """A writable copy of the demo bundle, to corrupt one artifact at a time."""
+    """A writable copy of the demo bundle, to corrupt one artifact at a time.
+
+    Its manifest records no file sizes (as a hand-assembled bundle), so that each corruption
+    reaches the check it targets; the cases that test the recorded sizes write them back.
+    """
     target = tmp_path / "bundle"
     shutil.copytree(demo_dir, target)
+    manifest = json.loads((target / "manifest.json").read_text())
+    manifest.pop("files", None)
+    (target / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return target
 
 

@@ -25,6 +25,7 @@ from . import __version__
 from .admission import Admission
 from .config import Settings
 from .errors import (
+    FOREIGN_TOKEN_IDS_HINT,
     AuthenticationError,
     ConfigError,
     InferenceError,
@@ -35,6 +36,7 @@ from .errors import (
     PayloadTooLargeError,
     ShuttingDownError,
     SiglipError,
+    TokenIdInputsRejectedError,
     TooManyInputsError,
 )
 from .schemas import (
@@ -119,6 +121,10 @@ def create_app(
         # A trailing slash is a 404 in OpenAI's shape, not a 307 whose Location would drop
         # API Gateway's stage prefix.
         redirect_slashes=False,
+        # Swagger UI and ReDoc load their scripts from a CDN: off, so nothing half-loads
+        # offline; the schema itself stays at /openapi.json.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.service = service
     app.state.admission = admission
@@ -144,7 +150,10 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 404:
-            message = f"Invalid URL ({_short(request.method, 20)} {_short(request.url.path, 100)})"
+            message = (
+                f"Invalid URL ({_short(request.method, 20)} {_short(request.url.path, 100)}); "
+                f"the routes are {_routes(app)}"
+            )
             code: str | None = "not_found"
         elif exc.status_code == 405:
             message = f"Method {_short(request.method, 20)} is not allowed for {request.url.path}"
@@ -316,6 +325,12 @@ def validate_request(
             "are accepted per request",
             param="input",
         )
+    if isinstance(inputs, TokenIdInputs) and settings.token_id_inputs == "reject":
+        raise TokenIdInputsRejectedError(
+            "'input' is token ids, and this endpoint takes text only "
+            f"(SIGLIP_TOKEN_ID_INPUTS=reject); send the text instead: {FOREIGN_TOKEN_IDS_HINT}",
+            param="input",
+        )
     # An empty string is a text (<eos> then pads, as the training pipeline embeds it); an
     # empty token array has no token to feed.
     if not isinstance(inputs, TextInputs):
@@ -336,6 +351,21 @@ def as_inputs(raw: str | list[str] | list[int] | list[list[int]]) -> Inputs:
     if isinstance(raw[0], int):
         return TokenIdInputs([raw])  # one token-id sequence
     return TokenIdInputs(raw)
+
+
+def _routes(app: FastAPI) -> str:
+    """'POST /v1/embeddings, GET /v1/models, ...': the app's own routes, for a 404."""
+    from fastapi.routing import APIRoute
+
+    found = [
+        f"{method} {route.path}"
+        for route in app.routes
+        if isinstance(route, APIRoute)
+        for method in sorted(route.methods - {"HEAD"})
+    ]
+    if app.openapi_url:
+        found.append(f"GET {app.openapi_url}")
+    return ", ".join(found)
 
 
 def _short(text: str, limit: int) -> str:

@@ -21,7 +21,7 @@ LAMBDA_MB_PER_VCPU = 1769
 
 
 def demo_model_dir() -> Path:
-    """The bundled demo model (random weights), shipped as package data."""
+    """The bundled demo model (synthetic: trained on toy captions, not SigLIP weights)."""
     return Path(__file__).resolve().parent / "demo"
 
 
@@ -46,6 +46,10 @@ class Settings(BaseSettings):
     max_concurrent_requests: int = Field(default=1, ge=1, le=1024)
     max_pending_requests: int = Field(default=32, ge=0, le=100_000)
     shutdown_grace_seconds: float = Field(default=15.0, ge=0, le=3600)
+
+    # Token-id inputs: "accept" embeds them as this model's ids; "reject" answers 400. Clients
+    # that tokenize with tiktoken (LangChain's default) send ids of another vocabulary.
+    token_id_inputs: Literal["accept", "reject"] = "accept"
 
     cache_size: int = Field(default=0, ge=0, le=10_000_000)
     log_inputs: bool = False

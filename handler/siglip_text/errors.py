@@ -6,6 +6,13 @@ to an HTTP status and an OpenAI error ``type``.
 
 from __future__ import annotations
 
+#: The usual source of token ids that are not this model's: LangChain's OpenAIEmbeddings
+#: tokenizes with tiktoken and sends those ids unless told not to.
+FOREIGN_TOKEN_IDS_HINT = (
+    "ids must be this model's own, not tiktoken's; likely cause: LangChain's OpenAIEmbeddings "
+    "without check_embedding_ctx_length=False (which sends the text)"
+)
+
 
 class SiglipError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -35,6 +42,12 @@ class InvalidInputError(SiglipError):
     """Raised when a request is malformed or an input is outside the model's contract."""
 
     code = "invalid_input"
+
+
+class TokenIdInputsRejectedError(InvalidInputError):
+    """Raised when a request sends token ids and the endpoint takes text only."""
+
+    code = "token_ids_rejected"
 
 
 class TooManyInputsError(SiglipError):

@@ -28,7 +28,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
-        "--demo", action="store_true", help="serve the bundled demo model (random weights)"
+        "--demo",
+        action="store_true",
+        help="serve the bundled demo model (tiny, trained on synthetic captions)",
     )
     source.add_argument("--model-dir", help="artifact directory (else SIGLIP_* variables)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])

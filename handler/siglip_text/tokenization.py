@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from .errors import InvalidInputError, ModelLoadError
+from .errors import FOREIGN_TOKEN_IDS_HINT, InvalidInputError, ModelLoadError
 
 PAD_TOKEN = "<pad>"
 EOS_TOKEN = "<eos>"
@@ -118,7 +118,7 @@ class SiglipTokenizer:
                 if not 0 <= value < self.vocab_size:
                     raise InvalidInputError(
                         f"input[{i}] has token id {_short(value)} outside the vocabulary "
-                        f"[0, {self.vocab_size})",
+                        f"[0, {self.vocab_size}): {FOREIGN_TOKEN_IDS_HINT}",
                         param="input",
                     )
             rows.append(ids)

@@ -51,6 +51,22 @@ def test_optimized_external_data_bundle_gives_the_same_vectors(optimized_bundle,
     )
 
 
+def test_single_file_graph_stays_one_file_when_optimized(bundle_copy: Path, service) -> None:
+    # GIVEN a one-file graph (export --single-file); WHEN it is optimized offline
+    graph = bundle_copy / "text_model.onnx"
+    optimize_graph(graph, external_data=False)
+    record_files(bundle_copy, graph_optimization="extended")
+    # THEN no weights file appears beside it, and it serves the same vectors
+    assert sorted(p.name for p in bundle_copy.iterdir()) == [
+        "manifest.json",
+        "text_model.onnx",
+        "tokenizer.json",
+    ]
+    np.testing.assert_allclose(
+        load(bundle_copy).embed_texts(TEXTS).vectors, service.embed_texts(TEXTS).vectors, atol=1e-6
+    )
+
+
 def test_offline_optimized_graph_is_loaded_without_optimizing_again(optimized_bundle) -> None:
     session = load(optimized_bundle).encoder.session
     level = session.get_session_options().graph_optimization_level

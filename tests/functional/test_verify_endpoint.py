@@ -82,3 +82,20 @@ def test_verify_against_a_live_endpoint_names_a_reference_that_starts_with_bos(
     assert status == 1
     assert "likely cause: 6 of 6 reference rows start with <bos> and hold no <eos>" in out
     assert "transformers >= 5" in out
+
+
+def test_verify_against_an_endpoint_refusing_token_ids_checks_the_vectors_only(
+    reference: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support.servers import demo_server
+
+    # GIVEN an endpoint deployed as template.yaml does (TokenIdInputs=reject)
+    refs = _write(tmp_path / "ref.jsonl", reference["cases"])
+    with demo_server(SIGLIP_TOKEN_ID_INPUTS="reject") as base:
+        # WHEN verify compares it with the reference
+        status = main(["verify", "--url", f"{base}/v1", "--reference", str(refs), "--quiet"])
+    # THEN the id check says it could not run and why; the vectors are still checked
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "not checked: the endpoint refuses token ids" in out
+    assert "texts: cosine min" in out

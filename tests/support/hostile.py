@@ -23,8 +23,8 @@ from siglip_text.service import EmbeddingService
 
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
 
-MODEL_ID = "siglip-text/demo-siglip2-tiny-RANDOM-WEIGHTS"
-VOCAB_SIZE = 777  # the demo tokenizer's; tests check it against the service
+MODEL_ID = "siglip-text/synthetic-demo-tiny"
+VOCAB_SIZE = 990  # the demo tokenizer's; tests check it against the service
 #: The statuses a hostile request may get (401: auth on; 429: admission full).
 CLIENT_ERRORS = {400, 401, 404, 405, 413, 429}
 #: An error message is a short, escaped summary, never a copy of the input.

@@ -131,13 +131,14 @@ def _tensor_bytes(tensor: Any) -> int:
     return count * np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
 
 
-def optimize_graph(path: Path) -> None:
+def optimize_graph(path: Path, *, external_data: bool = True) -> None:
     """Apply ONNX Runtime's graph optimizations once, offline, and save in place.
 
     The serving session then loads the result without optimizing again (see
     ``encoder.optimization_level``): fusions such as MatMul+Add, LayerNorm, Gelu and the int8
     ``DynamicQuantizeMatMul`` are done here, not in every Lambda init. Weights go to one
-    ``.data`` file next to the graph, which ONNX Runtime memory-maps at load.
+    ``.data`` file next to the graph, which ONNX Runtime memory-maps at load, unless
+    ``external_data`` is False (``--single-file``: one file, below protobuf's 2 GB).
     """
     import shutil
     import tempfile
@@ -152,18 +153,20 @@ def optimize_graph(path: Path) -> None:
         options = ort.SessionOptions()
         options.graph_optimization_level = OPTIMIZATION_LEVELS[OFFLINE_OPTIMIZATION]
         options.optimized_model_filepath = str(staged)
-        options.add_session_config_entry(
-            "session.optimized_model_external_initializers_file_name",
-            external_data_path(staged).name,
-        )
-        options.add_session_config_entry(
-            "session.optimized_model_external_initializers_min_size_in_bytes", "1024"
-        )
+        if external_data:
+            options.add_session_config_entry(
+                "session.optimized_model_external_initializers_file_name",
+                external_data_path(staged).name,
+            )
+            options.add_session_config_entry(
+                "session.optimized_model_external_initializers_min_size_in_bytes", "1024"
+            )
         options.log_severity_level = 3
         ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         external_data_path(path).unlink(missing_ok=True)
-        external_data_path(staged).chmod(0o644)
-        external_data_path(staged).replace(external_data_path(path))
+        if external_data:
+            external_data_path(staged).chmod(0o644)
+            external_data_path(staged).replace(external_data_path(path))
         staged.chmod(0o644)
         staged.replace(path)
     finally:

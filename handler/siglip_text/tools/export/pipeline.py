@@ -14,6 +14,7 @@ report.py.
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import sys
@@ -167,7 +168,7 @@ def export_bundle(options: ExportOptions) -> ExportReport:
         )
         if options.precision == "fp32" and options.optimize:
             began = time.perf_counter()
-            optimize_graph(fp32_path)
+            optimize_graph(fp32_path, external_data=options.external_data)
             timings["optimize_s"] = time.perf_counter() - began
         log("checking the fp32 graph (load_service, as serve) against PyTorch")
         began = time.perf_counter()
@@ -201,7 +202,7 @@ def export_bundle(options: ExportOptions) -> ExportReport:
             timings["quantize_s"] = time.perf_counter() - began
             if options.optimize:
                 began = time.perf_counter()
-                optimize_graph(onnx_path)
+                optimize_graph(onnx_path, external_data=options.external_data)
                 timings["optimize_s"] = time.perf_counter() - began
             began = time.perf_counter()
             int8_service = _check_service(final, onnx_path, tokenizer_path, options.threads)
@@ -239,7 +240,8 @@ def export_bundle(options: ExportOptions) -> ExportReport:
             "checkpoint_tokenizer": loaded_tokenizer,
             "quantization": quantization,
             "fidelity": fidelity,
-            "export_seconds": round(timings["total_s"], 1),
+            # A reproducible build (SOURCE_DATE_EPOCH set, as the demo's) records no duration.
+            "export_seconds": None if _source_date() else round(timings["total_s"], 1),
             "files": file_entries(out),
         }
     )
@@ -316,7 +318,7 @@ def provenance(options: ExportOptions, spec: Any, checkpoint: Any) -> dict[str, 
         "opset": options.opset,
         "lowercase": options.lowercase,
         "output": "text_embeds: pooled output after the head, not normalized",
-        "exported_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "exported_at": (_source_date() or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "libraries": {
             "siglip_text": __version__,
             "transformers": transformers.__version__,
@@ -333,6 +335,12 @@ def provenance(options: ExportOptions, spec: Any, checkpoint: Any) -> dict[str, 
         record["logit_bias"] = checkpoint.logit_bias
         record["probability"] = "sigmoid(cosine * exp(logit_scale) + logit_bias)"
     return record
+
+
+def _source_date() -> datetime | None:
+    """The build time of a reproducible build (reproducible-builds.org's SOURCE_DATE_EPOCH)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+    return datetime.fromtimestamp(int(epoch), UTC) if epoch.isdigit() else None
 
 
 def file_entries(out: Path) -> dict[str, FileEntry]:

@@ -190,18 +190,29 @@ def check_tokens(
         how = "texts give identical ids"
     else:
         # An endpoint: its vector for the text must equal its vector for the reference ids.
+        import openai
+
         by_text = embed_in_batches(
             embedder.embed_texts,
             texts,
             batch_size=batch_size,
             progress=progress_bar(len(texts), label="tokens: texts", enabled=progress),
         )
-        by_ids = embed_in_batches(
-            embedder.embed_token_ids,
-            expected,
-            batch_size=batch_size,
-            progress=progress_bar(len(texts), label="tokens: ids", enabled=progress),
-        )
+        try:
+            by_ids = embed_in_batches(
+                embedder.embed_token_ids,
+                expected,
+                batch_size=batch_size,
+                progress=progress_bar(len(texts), label="tokens: ids", enabled=progress),
+            )
+        except openai.BadRequestError as exc:
+            if getattr(exc, "code", None) != "token_ids_rejected":
+                raise
+            return Check(
+                "tokenizer",
+                "not checked: the endpoint refuses token ids (SIGLIP_TOKEN_ID_INPUTS=reject; "
+                "TokenIdInputs=accept to check them); the vectors check still covers the texts",
+            )
         cosine = np.einsum("ij,ij->i", by_text.astype(np.float64), by_ids.astype(np.float64))
         for text, value in zip(texts, cosine, strict=True):
             if value < SAME_IDS_COSINE:

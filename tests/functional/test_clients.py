@@ -1,0 +1,228 @@
+"""The README's client snippets, run as written against a live `siglip-text serve --demo`.
+
+Each Python snippet is executed (the README's base URL swapped for the live server's) and
+its ``vectors`` are compared with a direct ``encoding_format="float"`` request for the same
+texts. The clients come from the ``clients`` extra; a missing one skips its test, naming it.
+The Node snippet runs when node and the ``openai`` npm package (installed by .ci/run into
+.ci/node) are present. Nothing leaves the loopback interface: the clients' own network
+habits (litellm's price list, telemetry) are turned off through their documented variables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.support.readme import blocks, output, snippet
+from tests.support.servers import demo_server
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE_MODULES = ROOT / ".ci" / "node" / "node_modules"
+MODEL = "siglip-text/synthetic-demo-tiny"
+TEXTS = ["a red block", "a robot arm"]
+
+#: snippet -> the module it needs (from the clients extra)
+PYTHON_CLIENTS = {
+    "openai": "openai",
+    "openai-async": "openai",
+    "langchain": "langchain_openai",
+    "llama-index": "llama_index.embeddings.openai",
+    "llama-index-openai-like": "llama_index.embeddings.openai_like",
+    "litellm": "litellm",
+    "haystack": "haystack",
+    "chromadb": "chromadb",
+}
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _clients_stay_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    # litellm fetches its model price list from GitHub at import unless told not to.
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    monkeypatch.setenv("HAYSTACK_TELEMETRY_ENABLED", "False")
+    monkeypatch.setenv("ANONYMIZED_TELEMETRY", "False")  # chromadb
+    monkeypatch.setenv("LANGSMITH_TRACING", "false")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("CHROMA_OPENAI_API_KEY", raising=False)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with demo_server() as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def rejecting_server() -> Iterator[str]:
+    with demo_server(SIGLIP_TOKEN_ID_INPUTS="reject") as base:
+        yield base
+
+
+def direct_float(base: str, texts: list[str]) -> np.ndarray:
+    response = httpx.post(
+        f"{base}/v1/embeddings",
+        json={"model": MODEL, "input": texts, "encoding_format": "float"},
+        timeout=30,
+    )
+    response.raise_for_status()
+    return np.array([item["embedding"] for item in response.json()["data"]], dtype=np.float64)
+
+
+def run_python(name: str, base: str) -> tuple[dict[str, Any], str]:
+    """Execute a README snippet against ``base``; its namespace and what it printed."""
+    code = snippet(name).against(base)
+    namespace: dict[str, Any] = {"__name__": f"readme_{name.replace('-', '_')}"}
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, f"README.md <!-- snippet: {name} -->", "exec"), namespace)
+    return namespace, printed.getvalue()
+
+
+def cosines(got: Any, expected: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(got, dtype=np.float64)
+    assert vectors.shape == expected.shape
+    return np.einsum("ij,ij->i", vectors, expected) / np.linalg.norm(vectors, axis=1)
+
+
+def test_every_snippet_in_the_readme_has_a_test() -> None:
+    tested = {*PYTHON_CLIENTS, "node-openai", "rank-captions"}
+    assert set(blocks("snippet")) == tested
+    assert set(blocks("output")) == {"rank-captions"}
+
+
+@pytest.mark.parametrize("name", list(PYTHON_CLIENTS))
+def test_python_client_snippet_gives_the_direct_float_vectors(server: str, name: str) -> None:
+    if not _installed(PYTHON_CLIENTS[name]):
+        pytest.skip(f"{PYTHON_CLIENTS[name]} is not installed (pip install -e '.[clients]')")
+    # GIVEN the README's snippet for this client, pointed at a live demo server
+    expected = direct_float(server, TEXTS)
+    # WHEN it runs as written
+    namespace, printed = run_python(name, server)
+    # THEN its vectors are the ones a direct float request returns, and it says what it got
+    assert cosines(namespace["vectors"], expected).min() >= 0.999999
+    assert printed.strip() == "2 vectors of 32"
+
+
+def test_node_openai_snippet_gives_the_direct_float_vectors(server: str, tmp_path: Path) -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed (the Node openai SDK is tested where it is)")
+    if not (NODE_MODULES / "openai").is_dir():
+        pytest.skip(f"the openai npm package is not in {NODE_MODULES} (.ci/run installs it)")
+    expected = direct_float(server, TEXTS)
+    (tmp_path / "node_modules").symlink_to(NODE_MODULES)
+    script = tmp_path / "embed.mjs"
+    # The README's code as written, plus one line that hands its vectors to this test.
+    script.write_text(
+        snippet("node-openai").against(server) + "console.log(JSON.stringify(vectors));\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    done = subprocess.run(
+        [node, str(script)], capture_output=True, text=True, timeout=60, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    said, vectors = done.stdout.strip().split("\n")
+    assert said == "2 vectors of 32"
+    assert cosines(json.loads(vectors), expected).min() >= 0.999999
+
+
+def test_first_example_ranks_the_paraphrase_first(server: str) -> None:
+    # GIVEN the README's first example: a query and five captions, one of them a paraphrase
+    if not _installed("openai"):
+        pytest.skip("openai is not installed")
+    # WHEN it runs against the demo model
+    _, printed = run_python("rank-captions", server)
+    rows = [re.fullmatch(r"\s*(-?\d+\.\d+)  (.+)", line) for line in printed.splitlines()]
+    assert all(rows), printed
+    scores = [float(row[1]) for row in rows if row]
+    captions = [row[2] for row in rows if row]
+    # THEN the paraphrase ("puppy on the shore" ~ "dog at the beach") is first, far ahead
+    assert captions[0] == "a photo of a dog at the beach"
+    assert scores[0] >= 0.8 and scores[0] - scores[1] >= 0.2, printed
+    # and the README shows what the code prints (scores to their printed precision)
+    shown = [line.split(None, 1) for line in output("rank-captions").code.splitlines()]
+    assert [caption for _, caption in shown] == captions
+    assert np.allclose([float(score) for score, _ in shown], scores, atol=0.0015)
+
+
+# --- the token-id trap -------------------------------------------------------------------
+
+
+def _tiktoken_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LangChain's default path needs tiktoken's cl100k_base file; litellm ships a cached one."""
+    if not (_installed("langchain_openai") and _installed("litellm")):
+        pytest.skip("needs langchain-openai and litellm (its cached tiktoken file) installed")
+    spec = importlib.util.find_spec("litellm")
+    assert spec is not None and spec.origin is not None
+    cache = Path(spec.origin).parent / "litellm_core_utils" / "tokenizers"
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+
+
+def langchain(base: str, **options: Any) -> Any:
+    from langchain_openai import OpenAIEmbeddings
+
+    return OpenAIEmbeddings(
+        model=MODEL, base_url=f"{base}/v1", api_key="not-used", max_retries=0, **options
+    )
+
+
+def test_langchain_default_call_against_reject_gets_a_400_naming_the_fix(
+    rejecting_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import openai
+
+    _tiktoken_offline(monkeypatch)
+    # GIVEN an endpoint with SIGLIP_TOKEN_ID_INPUTS=reject and LangChain's default settings
+    with pytest.raises(openai.BadRequestError) as raised:
+        # WHEN LangChain embeds text (it sends tiktoken ids)
+        langchain(rejecting_server).embed_documents(TEXTS)
+    # THEN a 400 says why and names the setting that fixes it
+    error = raised.value.body
+    assert raised.value.status_code == 400
+    assert isinstance(error, dict) and error["code"] == "token_ids_rejected"
+    assert "check_embedding_ctx_length=False" in error["message"]
+    assert "SIGLIP_TOKEN_ID_INPUTS=reject" in error["message"]
+
+
+def test_langchain_with_the_fix_against_reject_gets_the_right_vectors(
+    rejecting_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tiktoken_offline(monkeypatch)
+    expected = direct_float(rejecting_server, TEXTS)
+    got = langchain(rejecting_server, check_embedding_ctx_length=False).embed_documents(TEXTS)
+    assert cosines(got, expected).min() >= 0.999999
+
+
+def test_langchain_default_call_against_accept_names_the_likely_cause(
+    server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import openai
+
+    _tiktoken_offline(monkeypatch)
+    # GIVEN the default (accept): cl100k ids of these texts exceed the demo's 990-entry vocabulary
+    with pytest.raises(openai.BadRequestError) as raised:
+        langchain(server).embed_documents(TEXTS)
+    # THEN the out-of-vocabulary message names LangChain's setting as the likely cause
+    error = raised.value.body
+    assert isinstance(error, dict) and error["code"] == "invalid_input"
+    assert "outside the vocabulary" in error["message"]
+    assert "check_embedding_ctx_length=False" in error["message"]
