@@ -354,14 +354,11 @@ def as_inputs(raw: str | list[str] | list[int] | list[list[int]]) -> Inputs:
 
 
 def _routes(app: FastAPI) -> str:
-    """'POST /v1/embeddings, GET /v1/models, ...': the app's own routes, for a 404."""
-    from fastapi.routing import APIRoute
-
+    """'POST /v1/embeddings, GET /v1/models, ...': the app's own routes (its OpenAPI paths)."""
     found = [
-        f"{method} {route.path}"
-        for route in app.routes
-        if isinstance(route, APIRoute)
-        for method in sorted(route.methods - {"HEAD"})
+        f"{method.upper()} {path}"
+        for path, operations in app.openapi().get("paths", {}).items()
+        for method in operations
     ]
     if app.openapi_url:
         found.append(f"GET {app.openapi_url}")

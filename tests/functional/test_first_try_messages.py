@@ -8,8 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 from siglip_text.api import create_app
 from siglip_text.config import Settings, load_settings
-from siglip_text.service import EmbeddingService
 from siglip_text.errors import ConfigError
+from siglip_text.service import EmbeddingService
 
 from tests.support.openai_shapes import assert_openai_error
 
