@@ -11,6 +11,7 @@ habits (litellm's price list, telemetry) are turned off through their documented
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import io
 import json
@@ -122,6 +123,16 @@ def test_python_client_snippet_gives_the_direct_float_vectors(server: str, name:
     assert printed.strip() == "2 vectors of 32"
 
 
+def test_llama_index_model_argument_refuses_the_id_as_the_readme_says() -> None:
+    if not _installed("llama_index.embeddings.openai"):
+        pytest.skip("llama-index-embeddings-openai is not installed")
+    from llama_index.embeddings.openai import OpenAIEmbedding
+
+    # model= takes OpenAI's names only; it fails at construction (port 9: nothing is sent)
+    with pytest.raises(ValueError, match="is not a valid OpenAIEmbeddingModelType"):
+        OpenAIEmbedding(model=MODEL, api_base="http://127.0.0.1:9/v1", api_key="not-used")
+
+
 def test_node_openai_snippet_gives_the_direct_float_vectors(server: str, tmp_path: Path) -> None:
     node = shutil.which("node")
     if node is None:
@@ -174,6 +185,10 @@ def _tiktoken_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = importlib.util.find_spec("litellm")
     assert spec is not None and spec.origin is not None
     cache = Path(spec.origin).parent / "litellm_core_utils" / "tokenizers"
+    # tiktoken names a cached file after the sha1 of its download URL
+    url = b"https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+    if not (cache / hashlib.sha1(url).hexdigest()).is_file():
+        pytest.skip(f"no cached cl100k_base file in {cache} (tests have no network)")
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))
 
 
