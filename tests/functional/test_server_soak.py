@@ -43,7 +43,7 @@ CLIENTS = 12
 IN_FLIGHT, PENDING = 2, 4
 GROWTH_BOUND = IN_FLIGHT * 16 * MIB + CLIENTS * 512 * 1024
 LIMIT = 6 * MIB
-MODEL = "siglip-text/demo-siglip2-tiny-RANDOM-WEIGHTS"
+MODEL = "siglip-text/synthetic-demo-tiny"
 JSON = {"content-type": "application/json"}
 
 
