@@ -175,14 +175,31 @@ def _bpe(pieces: list[str], ranks: dict[tuple[str, str], int]) -> list[str]:
     return pieces
 
 
-def build_checkpoint(directory: Path, size: str, *, seed: int = SEED) -> None:
-    """save_pretrained of a SiglipModel: the real text tower, a stub image tower."""
+def real_tokenizer(path: Path):
+    """A real Gemma ``tokenizer.json`` (e.g. ``../shared/fixtures/gemma-tokenizer``) made
+    consistent with SigLIP 2: ``$A <eos>`` instead of Gemma's ``<bos> $A`` (what a
+    transformers 4 ``save_pretrained`` of the SigLIP 2 tokenizer writes)."""
+    from tokenizers import Tokenizer, processors
+
+    tokenizer = Tokenizer.from_file(str(path))
+    eos = tokenizer.token_to_id("<eos>")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="$A <eos>", pair="$A $B <eos>", special_tokens=[("<eos>", eos)]
+    )
+    return tokenizer
+
+
+def build_checkpoint(
+    directory: Path, size: str, *, seed: int = SEED, tokenizer_file: Path | None = None
+) -> None:
+    """save_pretrained of a SiglipModel: the real text tower, a stub image tower; the
+    tokenizer built here, or the real one at ``tokenizer_file``."""
     import torch
     from transformers import PreTrainedTokenizerFast, SiglipConfig, SiglipModel
 
     began = time.perf_counter()
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=build_tokenizer(),
+        tokenizer_object=real_tokenizer(tokenizer_file) if tokenizer_file else build_tokenizer(),
         pad_token="<pad>",
         eos_token="<eos>",
         bos_token="<bos>",
@@ -273,18 +290,26 @@ def main(argv: list[str] | None = None) -> int:
         "--precision", action="append", choices=["fp32", "int8"], help="default: both"
     )
     parser.add_argument("--force", action="store_true", help="rebuild and re-export")
+    parser.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=os.environ.get("SIGLIP_BENCH_TOKENIZER") or None,
+        help="a real Gemma tokenizer.json to use instead of the generated one (default "
+        "$SIGLIP_BENCH_TOKENIZER); its checkpoint and bundles get a '-gemma' suffix",
+    )
     args = parser.parse_args(argv)
     cache = (args.cache or default_cache()).expanduser().resolve()
     if cache.is_relative_to(ROOT):
         parser.error(f"--cache {cache} is inside the repository; use a directory outside it")
-    checkpoint = cache / "checkpoints" / f"siglip2-{args.size}-random"
+    name = f"siglip2-{args.size}-random" + ("-gemma" if args.tokenizer else "")
+    checkpoint = cache / "checkpoints" / name
     if args.force or not (checkpoint / "model.safetensors").is_file():
-        build_checkpoint(checkpoint, args.size)
+        build_checkpoint(checkpoint, args.size, tokenizer_file=args.tokenizer)
     else:
         print(f"[full-model] reusing {checkpoint}", file=sys.stderr)
     results: dict[str, object] = {"size": args.size, "checkpoint": str(checkpoint)}
     for precision in args.precision or ["fp32", "int8"]:
-        out = cache / "bundles" / f"siglip2-{args.size}-random-{precision}"
+        out = cache / "bundles" / f"{name}-{precision}"
         record: dict[str, object] = {"bundle": str(out)}
         if args.force or not (out / "manifest.json").is_file():
             record["export_wall_s"] = round(

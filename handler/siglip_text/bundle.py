@@ -57,6 +57,22 @@ class FileEntry(BaseModel):
     size: StrictInt | None = None
 
 
+class GraphBuild(BaseModel):
+    """How export wrote the graph (tools/export/optimize.py), for the manifest.
+
+    ``forward``: ``fusible`` is the tower rewritten for ONNX Runtime's fused kernels,
+    ``transformers`` the library's own forward; ``last_layer``: whether the last layer
+    computes every position or only the pooled one; ``fused_operators``: the count of each
+    fused operator in the graph as written (before quantization).
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    forward: Literal["fusible", "transformers"]
+    last_layer: Literal["pooled position only", "all positions"]
+    fused_operators: dict[str, StrictInt] = Field(default_factory=dict)
+
+
 class Manifest(BaseModel):
     """What the artifacts claim to be. ``revision`` must be an immutable commit SHA."""
 
@@ -74,6 +90,7 @@ class Manifest(BaseModel):
     precision: Precision | None = None
     lowercase: Lowercase | None = None
     opset: StrictInt | None = None
+    graph: GraphBuild | None = None
     logit_scale: float | None = None
     logit_bias: float | None = None
     probability: str | None = None

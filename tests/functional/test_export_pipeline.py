@@ -231,10 +231,19 @@ def test_int8_export_quantizes_the_matmuls_and_the_token_table(
         "token_embedding"
     ]["shape"][0]
 
-    # 2 layers x (q, k, v, out, fc1, fc2) projections run as integer matmuls (fused by the
-    # offline optimization into ONNX Runtime's int8 kernels)
+    # 2 layers x (q, k, v, out, fc1, fc2) projections run in int8: the first layer's q, k, v
+    # in one QAttention (the fused attention, quantized), the rest as integer matmuls (fused
+    # by the offline optimization into ONNX Runtime's int8 kernels); no float MatMul is left
+    # with a weight matrix
     integer = ("MatMulInteger", "DynamicQuantizeMatMul", "MatMulIntegerToFloat")
-    assert sum(ops.count(op) for op in integer) >= 12
+    assert ops.count("QAttention") == 1
+    assert sum(ops.count(op) for op in integer) + 3 * ops.count("QAttention") >= 12
+    float_weights = [
+        node.name
+        for node in graph.node
+        if node.op_type in ("MatMul", "FusedMatMul") and node.input[1] in tables
+    ]
+    assert float_weights == []
     token_tables = [a for a in tables.values() if a.shape[0] == vocab]
     assert [a.dtype for a in token_tables] == [np.int8]
 
@@ -310,6 +319,67 @@ def test_export_refuses_a_non_empty_output_directory(
     assert _export(checkpoint, tmp_path) == 2
     assert "not empty" in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+def test_fusible_tower_computes_transformers_pooled_output(loaded: Any) -> None:
+    import torch
+    from siglip_text.tools.export.optimize import fusible_tower
+
+    # GIVEN random ids (pads, EOS and content anywhere), WHEN both forwards run
+    ids = torch.randint(0, loaded.tower.config.vocab_size, (5, 64), generator=torch.manual_seed(3))
+    with torch.inference_mode():
+        expected = loaded.tower(input_ids=ids).pooler_output
+        ours = fusible_tower(loaded.tower)(ids)
+
+    # THEN the rewritten tower (last layer at the pooled position only) is the same function
+    assert torch.allclose(ours, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_fp32_export_fuses_attention_layernorm_and_gelu_and_records_it(
+    fp32_bundle: Path,
+) -> None:
+    import onnx
+
+    ops = [n.op_type for n in onnx.load(str(fp32_bundle / "text_model.onnx")).graph.node]
+    graph = json.loads((fp32_bundle / "manifest.json").read_text())["graph"]
+
+    # 2 layers: the first as one fused Attention; the last computes one query (unfused)
+    assert ops.count("Attention") == 1 and ops.count("Softmax") == 1
+    assert ops.count("FastGelu") == 2 and ops.count("SkipLayerNormalization") >= 3
+    assert graph["forward"] == "fusible" and graph["last_layer"] == "pooled position only"
+    assert graph["fused_operators"]["Attention"] == 1
+
+
+def test_plain_graph_export_keeps_transformers_forward(checkpoint: Path, tmp_path: Path) -> None:
+    import onnx
+
+    assert _export(checkpoint, tmp_path / "plain", "--plain-graph") == 0
+
+    ops = [n.op_type for n in onnx.load(str(tmp_path / "plain" / "text_model.onnx")).graph.node]
+    manifest = json.loads((tmp_path / "plain" / "manifest.json").read_text())
+    assert "Attention" not in ops and ops.count("Softmax") == 2
+    assert manifest["graph"] == {
+        "forward": "transformers",
+        "last_layer": "all positions",
+        "fused_operators": {},
+    }
+
+
+def test_export_check_catches_a_last_layer_that_pools_the_wrong_position(
+    checkpoint: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from siglip_text.tools.export import optimize
+
+    # GIVEN a pooled-position rewrite that computes the first position, not the last
+    monkeypatch.setattr(optimize, "POOLED_POSITION", 0)
+
+    # WHEN exported, THEN the check against PyTorch fails it: no manifest, not servable
+    assert _export(checkpoint, tmp_path / "wrong") == 1
+    assert "ONNX graph vs PyTorch: lowest cosine" in capsys.readouterr().err
+    assert not (tmp_path / "wrong" / "manifest.json").exists()
 
 
 def test_export_below_the_cosine_threshold_fails_and_writes_no_manifest(

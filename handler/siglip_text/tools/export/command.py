@@ -66,6 +66,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "so the server loads the graph without optimizing it again)",
     )
     parser.add_argument(
+        "--plain-graph",
+        action="store_true",
+        help="export transformers' own forward (default: the tower written for ONNX "
+        "Runtime's fused attention, LayerNorm and GELU kernels, last layer at the pooled "
+        "position only; the same vectors, checked against PyTorch)",
+    )
+    parser.add_argument(
+        "--int8-weights",
+        choices=["per-channel", "per-tensor"],
+        default="per-channel",
+        help="int8: one weight scale per output column (default) or one per tensor",
+    )
+    parser.add_argument(
         "--fidelity-corpus",
         type=int,
         default=512,
@@ -92,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         fidelity_corpus=args.fidelity_corpus,
         external_data=not args.single_file,
         optimize=not args.no_optimize,
+        fuse=not args.plain_graph,
+        per_channel=args.int8_weights == "per-channel",
     )
     try:
         report = export_bundle(options)

@@ -28,8 +28,13 @@ def export_text_tower(
     max_length: int,
     opset: int = DEFAULT_OPSET,
     external_data: bool | None = None,
+    fusible: bool = False,
 ) -> None:
     """Write ``path``, and ``path.data`` when the weights exceed protobuf's 2 GB limit.
+
+    ``fusible`` exports `optimize.fusible_tower` (the same outputs, written for ONNX
+    Runtime's fused kernels, last layer at the pooled position only) instead of
+    transformers' own forward.
 
     ``external_data`` forces (True) or forbids (False) the ``.data`` file; None decides by
     size. The exporter itself writes one file per tensor next to a graph over 2 GB, so it
@@ -52,7 +57,12 @@ def export_text_tower(
             pooled: torch.Tensor = self.inner(input_ids=input_ids).pooler_output
             return pooled
 
-    wrapper = PooledText(tower).eval()
+    if fusible:
+        from .optimize import fusible_tower
+
+        wrapper = fusible_tower(tower)
+    else:
+        wrapper = PooledText(tower).eval()
     size = sum(p.numel() * p.element_size() for p in wrapper.parameters())
     if external_data is None:
         external_data = size >= PROTOBUF_LIMIT - 64 * 1024**2

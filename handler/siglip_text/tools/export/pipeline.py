@@ -54,6 +54,7 @@ from .checks import (
     measure_int8_fidelity,
 )
 from .graph import DEFAULT_OPSET, export_text_tower, external_data_path, optimize_graph
+from .optimize import build_graph
 from .tokenizer import apply_contract, check_vocabulary
 
 
@@ -79,6 +80,11 @@ class ExportOptions:
     external_data: bool = True
     # ONNX Runtime's graph optimizations, applied once here (see graph.optimize_graph).
     optimize: bool = True
+    # The tower written for ONNX Runtime's fused kernels, last layer at the pooled position
+    # only (optimize.py); False exports transformers' own forward.
+    fuse: bool = True
+    # int8: one weight scale per output column (True) or per tensor.
+    per_channel: bool = True
 
 
 @dataclass
@@ -150,16 +156,17 @@ def export_bundle(options: ExportOptions) -> ExportReport:
         fp32_path = onnx_path if options.precision == "fp32" else scratch / ONNX_FILE
         log(f"exporting the text tower to ONNX (opset {options.opset})")
         began = time.perf_counter()
-        export_text_tower(
+        graph = build_graph(
             checkpoint.tower,
             fp32_path,
             max_length=MAX_LENGTH,
             opset=options.opset,
             external_data=options.external_data,
+            fuse=options.fuse,
         )
         timings["onnx_export_s"] = time.perf_counter() - began
 
-        base = _contract_fields(options, spec, checkpoint)
+        base = _contract_fields(options, spec, checkpoint).model_copy(update={"graph": graph})
         # What is served: the optimized graph, loaded as the server will load it.
         final = (
             base.model_copy(update={"graph_optimization": OFFLINE_OPTIMIZATION})
@@ -197,7 +204,10 @@ def export_bundle(options: ExportOptions) -> ExportReport:
             log("quantizing to int8 (MatMul weights per column, token table per row)")
             began = time.perf_counter()
             quantization = quantize_int8(
-                fp32_path, onnx_path, external_data=options.external_data
+                fp32_path,
+                onnx_path,
+                external_data=options.external_data,
+                per_channel=options.per_channel,
             ).as_dict()
             timings["quantize_s"] = time.perf_counter() - began
             if options.optimize:

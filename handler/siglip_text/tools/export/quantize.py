@@ -32,12 +32,17 @@ class QuantizationInfo:
     matmul_weights: int
     token_table: str | None  # initializer name, None when no table was found
     token_table_shape: tuple[int, ...] | None
+    attention_nodes: int = 0  # fused Attention nodes made QAttention
+    per_channel: bool = True
 
     def as_dict(self) -> dict[str, Any]:
+        weights = "per column" if self.per_channel else "per tensor"
+        ops = "MatMul and fused Attention" if self.attention_nodes else "MatMul"
         return {
-            "method": "onnxruntime quantize_dynamic (MatMul, int8 weights per column, uint8 "
+            "method": f"onnxruntime quantize_dynamic ({ops}, int8 weights {weights}, uint8 "
             "activations) + token embedding int8 per row",
             "matmul_integer_nodes": self.matmul_weights,
+            "qattention_nodes": self.attention_nodes,
             "token_embedding": (
                 {"initializer": self.token_table, "shape": list(self.token_table_shape or ())}
                 if self.token_table
@@ -47,11 +52,14 @@ class QuantizationInfo:
 
 
 def quantize_int8(
-    source: Path, target: Path, *, external_data: bool | None = None
+    source: Path, target: Path, *, external_data: bool | None = None, per_channel: bool = True
 ) -> QuantizationInfo:
     """Write an int8 version of the fp32 graph ``source`` at ``target``.
 
-    ``external_data`` as in ``onnx_export.save_onnx`` (None: by size).
+    ``external_data`` as in ``onnx_export.save_onnx`` (None: by size). A fused ``Attention``
+    (optimize.fuse_graph) becomes ``QAttention``: the QKV product in int8, the attention
+    products in fp32 inside the kernel. ``per_channel``: one weight scale per output column
+    (default) or one per tensor.
     """
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -65,19 +73,25 @@ def quantize_int8(
             quantize_dynamic(
                 source,
                 staged,
-                op_types_to_quantize=["MatMul"],
-                per_channel=True,
+                op_types_to_quantize=["MatMul", "Attention"],
+                per_channel=per_channel,
                 weight_type=QuantType.QInt8,
                 use_external_data_format=large,
+                # onnx's shape inference knows no com.microsoft op (the fused Attention):
+                # what follows one is float.
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
         finally:
             logging.disable(logging.NOTSET)
         model = onnx.load(str(staged))
         table = quantize_token_embedding(model)
         matmuls = sum(1 for node in model.graph.node if node.op_type == "MatMulInteger")
+        attention = sum(1 for node in model.graph.node if node.op_type == "QAttention")
         save_onnx(model, target, external_data=external_data)
     return QuantizationInfo(
         matmul_weights=matmuls,
+        attention_nodes=attention,
+        per_channel=per_channel,
         token_table=table[0] if table else None,
         token_table_shape=table[1] if table else None,
     )

@@ -1,0 +1,194 @@
+"""The fast graph: a SigLIP text tower written for ONNX Runtime's fused CPU kernels.
+
+Two levers, each guarded by the export's check against PyTorch (``checks.py``: fp32 cosine
+at least 0.99999 on the contract's edge cases):
+
+- **fusible attention** (`FusibleTextTower`): the same arithmetic as transformers' forward,
+  written in the shape ``onnxruntime.transformers``' BERT fusions recognise (``q @ k^T /
+  sqrt(d)`` then ``Softmax`` with no mask), so that `fuse_graph` turns each layer into one
+  ``Attention`` node (QKV in one GEMM, the attention products inside the kernel), two
+  ``SkipLayerNormalization`` and a ``FastGelu``; for int8 ``quantize_dynamic`` then makes
+  ``QAttention`` of each ``Attention``.
+- **only the pooled position in the last layer**: the output is the last position's hidden
+  state, and nothing after the last layer's keys and values mixes positions, so the last
+  layer computes keys and values for all positions but queries, attention output, MLP,
+  final LayerNorm and head for that one position (about 7% of a 12-layer tower's
+  arithmetic). Exact: the same sums on the same numbers, in a different order at most.
+
+Needs torch (the export extra) for the tower and ``onnxruntime.transformers`` for the fusion.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ...bundle import GraphBuild
+from ..errors import ToolError
+from .graph import export_text_tower, external_data_path, save_onnx
+
+#: The position SigLIP pools: the last one (big_vision, transformers), usually a pad.
+POOLED_POSITION = -1
+
+#: Fused operators a base/large/so400m tower must end up with (counted per layer).
+FUSED_PER_LAYER = {"Attention": 1, "SkipLayerNormalization": 2, "FastGelu": 1}
+
+
+def build_graph(
+    tower: Any,
+    path: Path,
+    *,
+    max_length: int,
+    opset: int,
+    external_data: bool | None,
+    fuse: bool = True,
+) -> GraphBuild:
+    """Export the fp32 graph to ``path``: fused (`fusible_tower` + `fuse_graph`) or plain."""
+    if not fuse:
+        export_text_tower(
+            tower, path, max_length=max_length, opset=opset, external_data=external_data
+        )
+        return GraphBuild(forward="transformers", last_layer="all positions")
+    export_text_tower(
+        tower,
+        path,
+        max_length=max_length,
+        opset=opset,
+        external_data=external_data,
+        fusible=True,
+    )
+    layers, heads, hidden = tower_shape(tower)
+    fused = fuse_graph(path, layers=layers, heads=heads, hidden=hidden)
+    return GraphBuild(forward="fusible", last_layer="pooled position only", fused_operators=fused)
+
+
+def fusible_tower(tower: Any) -> Any:
+    """`FusibleTextTower` around a transformers SigLIP / SigLIP 2 text transformer."""
+    import torch
+
+    class FusibleTextTower(torch.nn.Module):
+        """``input_ids [b, L]`` -> the pooled output after the head, as transformers computes
+        it (no attention mask), with the last layer restricted to the pooled position."""
+
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            inner = _transformer(inner)
+            self.embeddings = inner.embeddings
+            self.layers = inner.encoder.layers
+            self.final_layer_norm = inner.final_layer_norm
+            self.head = inner.head
+
+        def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+            hidden = self.embeddings(input_ids=input_ids)
+            for layer in self.layers[:-1]:
+                # update + residual, not residual + update (the same sum): the fusion follows
+                # the first Add among a LayerNorm's parents, which must be the update's bias
+                # Add, not the embeddings' Add feeding the first layer's residual.
+                hidden = _attention(layer.self_attn, layer.layer_norm1(hidden), None) + hidden
+                hidden = layer.mlp(layer.layer_norm2(hidden)) + hidden
+            last = self.layers[-1]
+            # Keys and values for every position, everything else for the last one only.
+            at = POOLED_POSITION % int(hidden.shape[1])
+            pooled = hidden[:, at : at + 1, :]
+            pooled = _attention(last.self_attn, last.layer_norm1(hidden), at) + pooled
+            pooled = last.mlp(last.layer_norm2(pooled)) + pooled
+            out: torch.Tensor = self.head(self.final_layer_norm(pooled[:, 0, :]))
+            return out
+
+    return FusibleTextTower(tower).eval()
+
+
+def _attention(attn: Any, states: Any, only: int | None) -> Any:
+    """Multi-head attention without a mask; queries only at position ``only`` if given.
+
+    Written as BERT's ``softmax(q @ k^T / sqrt(d)) @ v`` (the pattern the fusion matches);
+    transformers multiplies by ``d ** -0.5`` instead, the same number when ``d`` is a power
+    of 4 (base, large: 64) and within one rounding otherwise.
+    """
+    import torch
+
+    batch, length, width = states.shape
+    heads = attn.num_heads
+    size = width // heads
+    query_states = states if only is None else states[:, only : only + 1, :]
+    queries = attn.q_proj(query_states).view(batch, -1, heads, size).transpose(1, 2)
+    keys = attn.k_proj(states).view(batch, length, heads, size).transpose(1, 2)
+    values = attn.v_proj(states).view(batch, length, heads, size).transpose(1, 2)
+    scores = torch.matmul(queries, keys.transpose(-1, -2)) / math.sqrt(size)
+    weights = torch.softmax(scores, dim=-1)
+    context = torch.matmul(weights, values).transpose(1, 2)
+    return attn.out_proj(context.reshape(batch, -1, width))
+
+
+def tower_shape(tower: Any) -> tuple[int, int, int]:
+    """(layers, heads, hidden size) of a transformers text transformer."""
+    layers = _transformer(tower).encoder.layers
+    attn = layers[0].self_attn
+    return len(layers), int(attn.num_heads), int(attn.embed_dim)
+
+
+def _transformer(tower: Any) -> Any:
+    """The module holding embeddings/encoder/head (transformers 4 nests it one deeper)."""
+    return tower if hasattr(tower, "encoder") else tower.text_model
+
+
+def fuse_graph(path: Path, *, layers: int, heads: int, hidden: int) -> dict[str, int]:
+    """Apply ``onnxruntime.transformers``' BERT fusions to ``path`` in place.
+
+    Returns the fused operator counts. Raises ToolError when the graph did not fuse as
+    the tower's shape says it must (one ``Attention`` per layer but the last, two
+    ``SkipLayerNormalization``-or-``LayerNormalization`` per layer, a ``FastGelu`` per
+    layer): an unfused graph would be served silently slower.
+    """
+    from onnxruntime.transformers.fusion_options import FusionOptions
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    options = FusionOptions("bert")
+    options.enable_embed_layer_norm = False  # SigLIP has no token-type embedding
+    options.enable_bias_skip_layer_norm = True
+    level = logging.getLogger("onnxruntime.transformers").level
+    logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
+    try:
+        model = optimize_model(
+            str(path),
+            model_type="bert",
+            num_heads=heads,
+            hidden_size=hidden,
+            optimization_options=options,
+            opt_level=0,
+            use_gpu=False,
+        )
+    finally:
+        logging.getLogger("onnxruntime.transformers").setLevel(level)
+    counts = collections.Counter(node.op_type for node in model.model.graph.node)
+    fused = {op: int(counts.get(op, 0)) for op in FUSED_PER_LAYER}
+    # The last layer computes one query, which is not the fused pattern: it stays unfused.
+    wanted = {"Attention": layers - 1, "FastGelu": layers}
+    missing = {op: (fused[op], n) for op, n in wanted.items() if fused[op] < n}
+    if missing:
+        raise ToolError(
+            "the ONNX Runtime fusions did not apply as expected ("
+            + ", ".join(f"{op} {got} of {n}" for op, (got, n) in missing.items())
+            + "); export with --plain-graph to keep transformers' own forward"
+        )
+    from onnx import helper
+
+    if not any(entry.domain == "com.microsoft" for entry in model.model.opset_import):
+        # ONNX Runtime runs the fused ops without it; onnx's shape inference (quantize) not.
+        model.model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    scratch = Path(tempfile.mkdtemp(prefix=".fuse-", dir=path.parent))
+    try:
+        staged = scratch / path.name
+        save_onnx(model.model, staged, external_data=external_data_path(path).exists())
+        external_data_path(path).unlink(missing_ok=True)
+        if external_data_path(staged).exists():
+            external_data_path(staged).replace(external_data_path(path))
+        staged.replace(path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return fused
