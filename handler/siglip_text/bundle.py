@@ -73,6 +73,17 @@ class GraphBuild(BaseModel):
     fused_operators: dict[str, StrictInt] = Field(default_factory=dict)
 
 
+class TokenizerMerges(BaseModel):
+    """What export removed from ``tokenizer.json`` (tools/export/tokenizer_merges.py): the
+    BPE merges no normalized text can use, so that it loads faster; ids are unchanged."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    before: StrictInt = Field(ge=0)
+    after: StrictInt = Field(ge=0)
+    rule: str
+
+
 class Manifest(BaseModel):
     """What the artifacts claim to be. ``revision`` must be an immutable commit SHA."""
 
@@ -91,6 +102,7 @@ class Manifest(BaseModel):
     lowercase: Lowercase | None = None
     opset: StrictInt | None = None
     graph: GraphBuild | None = None
+    tokenizer_merges: TokenizerMerges | None = None
     logit_scale: float | None = None
     logit_bias: float | None = None
     probability: str | None = None

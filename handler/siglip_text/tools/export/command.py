@@ -73,6 +73,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "position only; the same vectors, checked against PyTorch)",
     )
     parser.add_argument(
+        "--keep-all-merges",
+        action="store_true",
+        help="keep every BPE merge in tokenizer.json (default: drop those no lowercased text "
+        "can use; the same ids, a faster load)",
+    )
+    parser.add_argument(
         "--int8-weights",
         choices=["per-channel", "per-tensor"],
         default="per-channel",
@@ -107,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         optimize=not args.no_optimize,
         fuse=not args.plain_graph,
         per_channel=args.int8_weights == "per-channel",
+        prune_merges=not args.keep_all_merges,
     )
     try:
         report = export_bundle(options)

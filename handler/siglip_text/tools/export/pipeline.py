@@ -37,6 +37,7 @@ from ...bundle import (
     Lowercase,
     Manifest,
     Precision,
+    TokenizerMerges,
     sha256_file,
 )
 from ...config import available_cpus
@@ -85,6 +86,9 @@ class ExportOptions:
     fuse: bool = True
     # int8: one weight scale per output column (True) or per tensor.
     per_channel: bool = True
+    # Drop the BPE merges no lowercased text can use (tokenizer_merges.py): same ids,
+    # a faster tokenizer load at init.
+    prune_merges: bool = True
 
 
 @dataclass
@@ -149,6 +153,7 @@ def export_bundle(options: ExportOptions) -> ExportReport:
 
     tokenizer_path = out / TOKENIZER_FILE
     write_contract_tokenizer(checkpoint, tokenizer_path, lowercase=options.lowercase)
+    merges = prune_merges(tokenizer_path) if options.prune_merges else None
 
     onnx_path = out / ONNX_FILE
     scratch = Path(tempfile.mkdtemp(prefix=".fp32-", dir=out))
@@ -250,6 +255,7 @@ def export_bundle(options: ExportOptions) -> ExportReport:
             "checkpoint_tokenizer": loaded_tokenizer,
             "quantization": quantization,
             "fidelity": fidelity,
+            "tokenizer_merges": merges,
             # A reproducible build (SOURCE_DATE_EPOCH set, as the demo's) records no duration.
             "export_seconds": None if _source_date() else round(timings["total_s"], 1),
             "files": file_entries(out),
@@ -279,6 +285,20 @@ def write_contract_tokenizer(checkpoint: Any, path: Path, *, lowercase: Lowercas
     except ValueError as exc:
         raise ToolError(str(exc)) from None
     tokenizer.save(str(path))
+
+
+def prune_merges(path: Path) -> TokenizerMerges | None:
+    """Prune ``tokenizer.json``'s unreachable merges in place; None when none could go."""
+    from .tokenizer_merges import prune_tokenizer_file
+
+    result = prune_tokenizer_file(path)
+    if result.merges_after == result.merges_before:
+        log(f"tokenizer merges: all {result.merges_before} kept ({result.reason})")
+        return None
+    log(f"tokenizer merges: {result.merges_after} of {result.merges_before} kept ({result.reason})")
+    return TokenizerMerges(
+        before=result.merges_before, after=result.merges_after, rule=result.reason
+    )
 
 
 def _contract_fields(options: ExportOptions, spec: Any, checkpoint: Any) -> Manifest:
