@@ -164,3 +164,19 @@ def test_the_held_out_texts_would_catch_a_wrongly_dropped_merge(gemma: Any) -> N
 
     # THEN the same texts tell the two apart
     assert _ids(_tokenizer(wrong), gemma["texts"]) != gemma["ids"]
+
+
+def test_the_pruned_file_loads_with_merges_as_strings_and_the_same_ids(
+    gemma: Any, tmp_path: Path
+) -> None:
+    from siglip_text.tools.export.tokenizer_merges import prune_tokenizer_file
+
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(gemma["data"], ensure_ascii=False))
+
+    prune_tokenizer_file(path)
+
+    written = json.loads(path.read_text())
+    assert all(isinstance(m, str) for m in written["model"]["merges"])
+    tokenizer = SiglipTokenizer.from_file(path, max_length=64)
+    assert _ids(tokenizer, gemma["texts"]) == gemma["ids"]

@@ -61,12 +61,26 @@ class MergePruning:
 
 
 def prune_tokenizer_file(path: Path) -> MergePruning:
-    """Prune ``path`` (a ``tokenizer.json``) in place; see `prune_unreachable_merges`."""
+    """Prune ``path`` (a ``tokenizer.json``) in place; see `prune_unreachable_merges`.
+
+    The file is rewritten compact, with each merge as one ``"left right"`` string (the
+    format of Gemma's own file, which ``tokenizers`` parses faster than ``["left",
+    "right"]`` pairs) when no kept token contains a space.
+    """
     data = json.loads(path.read_text(encoding="utf-8"))
     pruned, result = prune_unreachable_merges(data)
     if result.merges_after < result.merges_before:
+        pruned["model"]["merges"] = merge_strings(pruned["model"]["merges"])
         path.write_text(json.dumps(pruned, ensure_ascii=False), encoding="utf-8")
     return result
+
+
+def merge_strings(merges: list[Any]) -> list[Any]:
+    """Merges as ``"left right"`` strings, or unchanged if a token has a space in it."""
+    pairs = [m.split(" ", 1) if isinstance(m, str) else list(m) for m in merges]
+    if any(" " in part for pair in pairs for part in pair):
+        return merges
+    return [f"{left} {right}" for left, right in pairs]
 
 
 def prune_unreachable_merges(data: dict[str, Any]) -> tuple[dict[str, Any], MergePruning]:
