@@ -112,7 +112,7 @@ def worker_ort(args: argparse.Namespace) -> dict[str, Any]:
 
     context = LambdaContext()
     event = json.loads((ROOT / "events" / "rest-embeddings-batch.json").read_text())
-    results: dict[str, Any] = {"latency": {}}
+    results: dict[str, Any] = {"latency": {}, "precision": service.manifest.precision}
     devnull = open(os.devnull, "w")  # noqa: SIM115 - EMF metrics lines go to stdout
     for batch in args.batches:
         texts = texts_for(batch)
@@ -177,17 +177,27 @@ def worker_torch(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def worker_floor(args: argparse.Namespace) -> dict[str, Any]:
-    """The machine's fp32 matmul throughput through ORT (MLAS) at the same thread count."""
+    """The machine's matmul rate through ORT (MLAS) at the query's shapes, same threads.
+
+    For each product of a query ([64, 768] x [768, 3072] and the others): ORT's own fp32
+    MatMul, and the same MatMul through ``quantize_dynamic`` (int8 weights per column, the
+    activation quantized per call: DynamicQuantizeMatMul after ORT's optimization), each
+    the best of 5 medians. The floor of a query is the sum of its products' times.
+    """
+    import tempfile
+
     import numpy as np
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    shapes = [(64, 768, 3072), (64, 3072, 768), (64, 768, 768)]
-    out: dict[str, Any] = {"gflops": {}}
-    for m, k, n in shapes:
+    products = tower_products(args)
+    out: dict[str, Any] = {"products": [list(p) for p in products], "shapes": {}}
+    scratch = Path(tempfile.mkdtemp(prefix="siglip-floor-"))
+    for m, k, n in sorted({(m, k, n) for m, k, n, _ in products}):
         weight = numpy_helper.from_array(
-            np.random.default_rng(0).standard_normal((k, n)).astype(np.float32), "w"
+            np.random.default_rng(0).standard_normal((k, n)).astype(np.float32) * 0.05, "w"
         )
         graph = helper.make_graph(
             [helper.make_node("MatMul", ["x", "w"], ["y"])],
@@ -196,51 +206,63 @@ def worker_floor(args: argparse.Namespace) -> dict[str, Any]:
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])],
             initializer=[weight],
         )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = args.threads
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session = ort.InferenceSession(
-            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
+        fp32 = scratch / f"{m}x{k}x{n}.onnx"
+        int8 = scratch / f"{m}x{k}x{n}.int8.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), fp32)
+        quantize_dynamic(fp32, int8, per_channel=True, weight_type=QuantType.QInt8)
         x = np.random.default_rng(1).standard_normal((m, k)).astype(np.float32)
-        best = min(
-            timed(lambda s=session, f={"x": x}: s.run(None, f), 5)["median_ms"] for _ in range(5)
+        shape: dict[str, float] = {}
+        for precision, path in (("fp32", fp32), ("int8", int8)):
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = args.threads
+            options.inter_op_num_threads = 1
+            options.add_session_config_entry(
+                "session.intra_op.allow_spinning", "1" if args.allow_spinning == "true" else "0"
+            )
+            options.log_severity_level = 3
+            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            best = min(
+                timed(lambda s=session, f={"x": x}: s.run(None, f), 20)["median_ms"]
+                for _ in range(5)
+            )
+            shape[f"{precision}_ms"] = best
+            shape[f"{precision}_gflops"] = 2 * m * k * n / (best / 1000) / 1e9
+        out["shapes"][f"{m}x{k}x{n}"] = shape
+    for precision in ("fp32", "int8"):
+        out[f"{precision}_floor_ms"] = sum(
+            count * out["shapes"][f"{m}x{k}x{n}"][f"{precision}_ms"] for m, k, n, count in products
         )
-        out["gflops"][f"{m}x{k}x{n}"] = 2 * m * k * n / (best / 1000) / 1e9
-    out["model_gflop_per_query"] = model_gflop(Path(args.bundle_dir) / "text_model.onnx")
-    _ = onnx
+    out["model_gflop_per_query"] = sum(2 * m * k * n * c for m, k, n, c in products) / 1e9
     return out
 
 
-def model_gflop(path: Path, length: int = 64) -> float:
-    """FLOPs of one 64-token query: weight MatMuls/Gemms on all positions plus attention."""
+def tower_products(args: argparse.Namespace, length: int = 64) -> list[tuple[int, int, int, int]]:
+    """The weight products of one query as (rows, k, n, count): from the checkpoint's
+    config (per layer q, k, v, out [L, d] x [d, d], MLP [L, d] x [d, i] and back, plus the
+    head [1, d] x [d, d]), else every weight MatMul/Gemm of the first bundle at L rows."""
+    if getattr(args, "checkpoint", None):
+        config = json.loads((Path(args.checkpoint) / "config.json").read_text())
+        text = config.get("text_config", config)
+        d, i = int(text["hidden_size"]), int(text["intermediate_size"])
+        layers = int(text["num_hidden_layers"])
+        return [
+            (length, d, d, 4 * layers),
+            (length, d, i, layers),
+            (length, i, d, layers),
+            (1, d, d, 1),
+        ]
     import onnx
-    from onnx import numpy_helper
 
-    model = onnx.load(str(path), load_external_data=False)
-    shapes = {init.name: list(init.dims) for init in model.graph.initializer}
-    flops = 0
-    hidden = 0
+    model = onnx.load(str(Path(args.bundle_dir) / "text_model.onnx"), load_external_data=False)
+    dims = {init.name: list(init.dims) for init in model.graph.initializer}
+    counts: dict[tuple[int, int, int], int] = {}
     for node in model.graph.node:
-        if node.op_type in (
-            "MatMul",
-            "Gemm",
-            "FusedMatMul",
-            "FusedGemm",
-            "MatMulInteger",
-            "DynamicQuantizeMatMul",
-            "MatMulIntegerToFloat",
-        ):
-            for name in node.input[1:2]:
-                dims = shapes.get(name)
-                if dims and len(dims) == 2:
-                    flops += 2 * length * dims[0] * dims[1]
-                    hidden = max(hidden, min(dims))
-    softmaxes = sum(1 for node in model.graph.node if node.op_type == "Softmax")
-    flops += softmaxes * 4 * length * length * hidden
-    _ = numpy_helper
-    return flops / 1e9
+        if node.op_type in ("MatMul", "Gemm", "FusedMatMul", "FusedGemm"):
+            shape = dims.get(node.input[1]) if len(node.input) > 1 else None
+            if shape and len(shape) == 2:
+                key = (length, shape[0], shape[1])
+                counts[key] = counts.get(key, 0) + 1
+    return [(m, k, n, c) for (m, k, n), c in counts.items()]
 
 
 # --------------------------------------------------------------------------- driver
@@ -314,6 +336,25 @@ def main() -> None:
         default="true",
         help="SIGLIP_ORT_ALLOW_SPINNING for the ORT legs (true: as template.yaml deploys)",
     )
+    parser.add_argument(
+        "--tokenizer",
+        default=os.environ.get("SIGLIP_BENCH_TOKENIZER") or None,
+        help="the real tokenizer.json the bundles were made with (make_full_model.py "
+        "--tokenizer; default $SIGLIP_BENCH_TOKENIZER): checks and prints that each bundle "
+        "has its vocabulary",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="measure every leg this many times, alternating their order, and print the "
+        "ratios of each repeat and their range",
+    )
+    parser.add_argument(
+        "--no-one-thread",
+        action="store_true",
+        help="skip the 1-thread legs (the cost model's below-one-vCPU latency)",
+    )
     parser.add_argument("--json", help="also write all figures here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--bundle-dir", help=argparse.SUPPRESS)
@@ -341,15 +382,40 @@ def main() -> None:
     bundles = {name: str(Path(path).expanduser()) for name, path in bundles.items()}
     import tempfile
 
+    if args.tokenizer:
+        print(tokenizer_note(Path(args.tokenizer).expanduser(), bundles), file=sys.stderr)
+    tmp = Path(tempfile.mkdtemp(prefix="siglip-bench-"))
+    runs = []
+    for repeat in range(args.repeat):
+        # Alternate the order of the legs between repeats: a drift in the machine's load
+        # then biases no leg more than another.
+        order = list(bundles) if repeat % 2 == 0 else list(reversed(bundles))
+        print(f"[bench] repeat {repeat + 1} of {args.repeat}: {', '.join(order)}", file=sys.stderr)
+        runs.append(measure(args, bundles, order, tmp / str(repeat)))
+        if args.json:  # as it goes: a failure later keeps what was measured
+            Path(args.json).write_text(json.dumps(runs, indent=2))
+    figures = runs[0]
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures if len(runs) == 1 else runs, indent=2))
+    print(report(figures, bundles, args))
+    if len(runs) > 1:
+        print(spread(runs, bundles, args))
+
+
+def measure(
+    args: argparse.Namespace, bundles: dict[str, str], order: list[str], tmp: Path
+) -> dict[str, Any]:
+    """Every leg once, in ``order``, each in its own process, one after another."""
     import numpy as np
 
-    tmp = Path(tempfile.mkdtemp(prefix="siglip-bench-"))
+    tmp.mkdir(parents=True, exist_ok=True)
     figures: dict[str, Any] = {"threads": args.threads, "batches": args.batches, "runs": args.runs}
-    for name, path in bundles.items():
+    for name in order:
+        path = bundles[name]
         figures[name] = run_worker(
             "ort", args, bundle_dir=path, vectors_out=str(tmp / f"{name}.npy")
         )
-        if args.threads > 1 and 1 in args.batches:
+        if args.threads > 1 and 1 in args.batches and not args.no_one_thread:
             # The cost model needs the 1-vCPU latency too (Lambda below 3,538 MB).
             one = argparse.Namespace(**{**vars(args), "threads": 1, "batches": [1]})
             single = run_worker("ort", one, bundle_dir=path, vectors_out=str(tmp / "one.npy"))
@@ -364,7 +430,8 @@ def main() -> None:
             vectors_out=str(tmp / "torch.npy"),
         )
     try:
-        figures["floor"] = run_worker("floor", args, bundle_dir=first)
+        extra = {"checkpoint": str(Path(args.checkpoint).expanduser())} if args.checkpoint else {}
+        figures["floor"] = run_worker("floor", args, bundle_dir=first, **extra)
     except SystemExit as exc:  # onnx not installed: no floor
         figures["floor"] = {"error": str(exc).splitlines()[0]}
     reference = tmp / ("torch.npy" if args.checkpoint else f"{next(iter(bundles))}.npy")
@@ -372,9 +439,133 @@ def main() -> None:
         name: float((np.load(tmp / f"{name}.npy") * np.load(reference)).sum(axis=1).min())
         for name in bundles
     }
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
-    print(report(figures, bundles, args))
+    return figures
+
+
+def tokenizer_note(path: Path, bundles: dict[str, str]) -> str:
+    """Whether each bundle's tokenizer has the vocabulary of ``path`` (the real one)."""
+    vocab = json.loads(path.read_text(encoding="utf-8"))["model"]["vocab"]
+    lines = [f"[bench] tokenizer {path}: {len(vocab):,} entries"]
+    for name, bundle in bundles.items():
+        data = json.loads((Path(bundle) / "tokenizer.json").read_text(encoding="utf-8"))
+        same = data["model"]["vocab"] == vocab
+        merges = len(data["model"].get("merges") or [])
+        lines.append(
+            f"[bench]   {name}: {'same vocabulary' if same else 'A DIFFERENT vocabulary'}, "
+            f"{merges:,} merges, {(Path(bundle) / 'tokenizer.json').stat().st_size / 1e6:.1f} MB"
+        )
+    return "\n".join(lines)
+
+
+def spread(runs: list[dict[str, Any]], bundles: dict[str, str], args: argparse.Namespace) -> str:
+    """The ratios of every repeat side by side, and their range."""
+    lines = ["", f"## Spread over {len(runs)} repeats (each ratio within one repeat)", ""]
+    lines.append(
+        "| ratio | " + " | ".join(f"repeat {i + 1}" for i in range(len(runs))) + " | range |"
+    )
+    lines.append("|---|" + "---|" * (len(runs) + 1))
+    rows: list[tuple[str, Any]] = []
+    for name in bundles:
+        if 1 not in args.batches:
+            break
+
+        def to_floor(f: dict[str, Any], n: str = name) -> float | None:
+            precision = f[n].get("precision") or "fp32"
+            limit = f.get("floor", {}).get(f"{precision}_floor_ms")
+            return f[n]["latency"]["1"]["handler"]["median_ms"] / limit if limit else None
+
+        rows.append((f"{name}: handler batch 1 / floor", to_floor))
+    for name in bundles:
+        old = f"today-{name}"
+        if old not in bundles:
+            continue
+        for batch in args.batches:
+            rows.append(
+                (
+                    f"{name} / {old}: handler batch {batch}",
+                    lambda f, n=name, o=old, b=batch: (
+                        f[n]["latency"][str(b)]["handler"]["median_ms"]
+                        / f[o]["latency"][str(b)]["handler"]["median_ms"]
+                    ),
+                )
+            )
+        rows.append(
+            (
+                f"{name} / {old}: init",
+                lambda f, n=name, o=old: f[n]["init"]["total_s"] / f[o]["init"]["total_s"],
+            )
+        )
+    for name in bundles:
+        if "torch" in runs[0]:
+            rows.append(
+                (
+                    f"{name}: init / PyTorch load",
+                    lambda f, n=name: f[n]["init"]["total_s"] / f["torch"]["init"]["total_s"],
+                )
+            )
+            if 1 in args.batches:
+                rows.append(
+                    (
+                        f"{name}: handler batch 1 / PyTorch",
+                        lambda f, n=name: (
+                            f[n]["latency"]["1"]["handler"]["median_ms"]
+                            / f["torch"]["latency"]["1"]["torch"]["median_ms"]
+                        ),
+                    )
+                )
+    for label, value in rows:
+        values = [value(f) for f in runs]
+        if any(v is None for v in values):
+            continue
+        cells = " | ".join(f"{v:.3f}" for v in values)
+        lines.append(f"| {label} | {cells} | {min(values):.3f}-{max(values):.3f} |")
+    lines.append("")
+    lines.append(
+        "init (s) per repeat: "
+        + "; ".join(
+            f"{name} " + ", ".join(f"{f[name]['init']['total_s']:.2f}" for f in runs)
+            for name in bundles
+        )
+    )
+    return "\n".join(lines)
+
+
+def today_versus_new(
+    figures: dict[str, Any], bundles: dict[str, str], args: argparse.Namespace
+) -> list[str]:
+    """Each bundle ``NAME`` beside ``today-NAME`` (when both were measured): new / today."""
+    pairs = [(name, f"today-{name}") for name in bundles if f"today-{name}" in bundles]
+    if not pairs:
+        return []
+    lines = [
+        "",
+        "## Today vs new (same run; new / today below 1 is faster)",
+        "",
+        "| figure | " + " | ".join(f"{old} | {new} | new / today" for new, old in pairs) + " |",
+        "|---|" + "---|---|---|" * len(pairs),
+    ]
+    rows: list[tuple[str, Any]] = []
+    for batch in args.batches:
+        rows.append(
+            (
+                f"handler, batch {batch}, per query (ms)",
+                lambda f, b=batch: f["latency"][str(b)]["handler"]["median_ms"] / b,
+            )
+        )
+    rows += [
+        ("init total (s)", lambda f: f["init"]["total_s"]),
+        ("init: imports (s)", lambda f: f["init"]["imports_s"]),
+        ("init: tokenizer (s)", lambda f: f["init"]["tokenizer_s"]),
+        ("init: session (s)", lambda f: f["init"]["session_s"]),
+        ("peak RSS (MB)", lambda f: f["init"]["peak_rss_mb"]),
+    ]
+    for label, value in rows:
+        cells = []
+        for new, old in pairs:
+            a, b = value(figures[old]), value(figures[new])
+            cells.append(f"{a:.3f} | {b:.3f} | {b / a:.3f}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def usd(value: float) -> str:
@@ -472,9 +663,10 @@ def report(figures: dict[str, Any], bundles: dict[str, str], args: argparse.Name
     ]
     torch = figures.get("torch")
     lines.append(
-        "| precision | batch | session.run | handler | handler - run | PyTorch | handler / PyTorch |"
+        "| bundle | batch | session.run | handler | handler per query | handler - run | PyTorch | "
+        "handler / PyTorch |"
     )
-    lines.append("|---|---|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|---|---|")
     for name in bundles:
         for batch in args.batches:
             leg = figures[name]["latency"][str(batch)]
@@ -484,6 +676,7 @@ def report(figures: dict[str, Any], bundles: dict[str, str], args: argparse.Name
                 str(batch),
                 f"{raw['median_ms']:.2f} / {raw['p99_ms']:.2f}",
                 f"{handler['median_ms']:.2f} / {handler['p99_ms']:.2f}",
+                f"{handler['median_ms'] / batch:.2f}",
                 f"{handler['median_ms'] - raw['median_ms']:.2f}",
             ]
             if torch:
@@ -515,23 +708,41 @@ def report(figures: dict[str, Any], bundles: dict[str, str], args: argparse.Name
             f"{init['total_s']:.3f} | 1 | {init['peak_rss_mb']:.0f} | - | - |"
         )
     floor = figures.get("floor", {})
-    if "gflops" in floor:
-        best = max(floor["gflops"].values())
-        gflop = floor["model_gflop_per_query"]
-        floor_ms = gflop / best * 1000
-        lines += ["", "## Matmul floor (fp32, batch 1)", ""]
-        lines.append(
-            f"measured ORT MatMul throughput: {', '.join(f'{k}: {v:.1f}' for k, v in floor['gflops'].items())} GFLOP/s"
-        )
-        lines.append(
-            f"model: {gflop:.2f} GFLOP per 64-token query -> floor {floor_ms:.2f} ms at {best:.1f} GFLOP/s"
-        )
-        first = next(iter(bundles))
-        if "1" in figures[first]["latency"]:
-            raw = figures[first]["latency"]["1"]["raw"]["median_ms"]
+    if "shapes" in floor:
+        lines += [
+            "",
+            f"## Matmul floor (ORT's own MatMul at the query's shapes, {args.threads} thread(s))",
+            "",
+            "| product | fp32 ms | fp32 GFLOP/s | int8 ms | int8 GOP/s |",
+            "|---|---|---|---|---|",
+        ]
+        for shape, rate in floor["shapes"].items():
             lines.append(
-                f"{first} session.run batch 1: {raw:.2f} ms = {raw / floor_ms:.2f} x the floor"
+                f"| {shape} | {rate['fp32_ms']:.3f} | {rate['fp32_gflops']:.0f} | "
+                f"{rate['int8_ms']:.3f} | {rate['int8_gflops']:.0f} |"
             )
+        lines += [
+            "",
+            f"{floor['model_gflop_per_query']:.2f} GFLOP of weight products per query -> floor "
+            f"{floor['fp32_floor_ms']:.2f} ms fp32, {floor['int8_floor_ms']:.2f} ms int8",
+            "",
+            "| bundle | precision | session.run batch 1 | handler batch 1 | floor | run / floor | "
+            "handler / floor |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for name in bundles:
+            if "1" not in figures[name]["latency"]:
+                continue
+            precision = figures[name].get("precision") or "fp32"
+            limit = floor[f"{precision}_floor_ms"] if precision in ("fp32", "int8") else None
+            leg = figures[name]["latency"]["1"]
+            raw, handler = leg["raw"]["median_ms"], leg["handler"]["median_ms"]
+            ratios = f"{raw / limit:.2f} | {handler / limit:.2f}" if limit else "- | -"
+            lines.append(
+                f"| {name} | {precision} | {raw:.2f} | {handler:.2f} | "
+                f"{limit or 0:.2f} | {ratios} |"
+            )
+    lines += today_versus_new(figures, bundles, args)
     lines += [
         "",
         "## Fidelity (min cosine to " + ("PyTorch" if torch else next(iter(bundles))) + ")",
@@ -544,6 +755,8 @@ def report(figures: dict[str, Any], bundles: dict[str, str], args: argparse.Name
             continue
         by_threads = {args.threads: figures[name]["latency"]["1"]["handler"]["median_ms"]}
         if args.threads > 1:
+            if "one_thread_ms" not in figures[name]:
+                continue  # --no-one-thread
             by_threads[1] = figures[name]["one_thread_ms"]
         latencies[name] = by_threads
     if latencies:

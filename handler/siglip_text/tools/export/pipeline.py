@@ -54,7 +54,7 @@ from .checks import (
     describe_checkpoint_tokenizer,
     measure_int8_fidelity,
 )
-from .graph import DEFAULT_OPSET, export_text_tower, external_data_path, optimize_graph
+from .graph import DEFAULT_OPSET, external_data_path, optimize_graph
 from .optimize import build_graph
 from .tokenizer import apply_contract, check_vocabulary
 
