@@ -335,7 +335,7 @@ def test_fusible_tower_computes_transformers_pooled_output(loaded: Any) -> None:
     assert torch.allclose(ours, expected, atol=1e-5, rtol=1e-5)
 
 
-def test_fp32_export_fuses_attention_layernorm_and_gelu_and_records_it(
+def test_fp32_export_fuses_attention_and_gelu_and_records_it(
     fp32_bundle: Path,
 ) -> None:
     import onnx
@@ -345,7 +345,9 @@ def test_fp32_export_fuses_attention_layernorm_and_gelu_and_records_it(
 
     # 2 layers: the first as one fused Attention; the last computes one query (unfused)
     assert ops.count("Attention") == 1 and ops.count("Softmax") == 1
-    assert ops.count("FastGelu") == 2 and ops.count("SkipLayerNormalization") >= 3
+    assert ops.count("FastGelu") == 2
+    # SkipLayerNormalization is left unfused on purpose (slower on the CPU kernels)
+    assert ops.count("LayerNormalization") == 5 and "SkipLayerNormalization" not in ops
     assert graph["forward"] == "fusible" and graph["last_layer"] == "pooled position only"
     assert graph["fused_operators"]["Attention"] == 1
 
