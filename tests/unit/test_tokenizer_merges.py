@@ -9,7 +9,6 @@ that pruning keeps and the ones it drops.
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,8 @@ from siglip_text.tools.export.tokenizer import apply_contract
 from siglip_text.tools.export.tokenizer_merges import prune_unreachable_merges
 from siglip_text.tools.texts import EDGE_CASE_TEXTS, synthetic_captions
 from tokenizers import Tokenizer
+
+from tests.support.gemma import SKIP_REASON, tokenizer_dir
 
 ALPHABET = list("aAbBzZ ÉéÜüßẞΣσςΑαДдЖжİıi\u0307\u0301.,'!?0123456789\t\n") + [
     "猫",
@@ -117,14 +118,13 @@ def test_a_normalizer_that_is_not_per_character_keeps_every_merge() -> None:
 
 # -- the real Gemma tokenizer ---------------------------------------------------------------
 
-GEMMA = os.environ.get("SIGLIP_GEMMA_TOKENIZER_DIR")
-
 
 @pytest.fixture(scope="module")
 def gemma() -> dict[str, Any]:
-    if not GEMMA or not (Path(GEMMA) / "tokenizer.json").is_file():
-        pytest.skip("SIGLIP_GEMMA_TOKENIZER_DIR is not set to the real Gemma tokenizer")
-    tokenizer = Tokenizer.from_file(str(Path(GEMMA) / "tokenizer.json"))
+    directory = tokenizer_dir()
+    if directory is None:
+        pytest.skip(SKIP_REASON)
+    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
     apply_contract(tokenizer, lowercase="unicode", max_length=64)
     data = json.loads(tokenizer.to_str())
     pruned, _ = prune_unreachable_merges(data)
