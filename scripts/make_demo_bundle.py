@@ -16,7 +16,7 @@ CPU time. It:
    inside its toy world (objects, colours, places and their synonyms), and nothing outside
    it: it is a synthetic demo, not SigLIP weights;
 3. saves both with ``save_pretrained`` and exports that checkpoint with ``siglip-text
-   export`` (the production command, with ``--single-file --no-optimize``: one plain graph,
+   export`` (the production command, with ``--single-file --no-optimize --plain-graph``: one plain graph,
    which tests quantize, optimize and corrupt) into handler/siglip_text/demo/;
 4. writes tests/fixtures/demo_reference.json: for each edge-case text, the ids from Hugging
    Face's PreTrainedTokenizerFast (padding="max_length", max_length=64, truncation) and the
@@ -383,6 +383,7 @@ def main() -> None:
                     # one plain graph file: the raw material tests quantize, optimize and corrupt
                     "--single-file",
                     "--no-optimize",
+                    "--plain-graph",
                     "--threads",
                     "1",
                     "--out",
