@@ -16,8 +16,8 @@ CPU time. It:
    inside its toy world (objects, colours, places and their synonyms), and nothing outside
    it: it is a synthetic demo, not SigLIP weights;
 3. saves both with ``save_pretrained`` and exports that checkpoint with ``siglip-text
-   export`` (the production command, with ``--single-file --no-optimize --plain-graph``: one plain graph,
-   which tests quantize, optimize and corrupt) into handler/siglip_text/demo/;
+   export`` (the production command, with ``--single-file --no-optimize --plain-graph``:
+   one plain graph, which tests quantize, optimize and corrupt) into handler/siglip_text/demo/;
 4. writes tests/fixtures/demo_reference.json: for each edge-case text, the ids from Hugging
    Face's PreTrainedTokenizerFast (padding="max_length", max_length=64, truncation) and the
    L2-normalized pooled output of the PyTorch model fed those ids (no attention mask);
