@@ -19,6 +19,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Literal
 
+from tests.support.tiny_checkpoint import perturbed
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = "SIGLIP_GEMMA_TOKENIZER_DIR"
 SKIP_REASON = (
@@ -104,12 +106,7 @@ def write_tower(directory: Path) -> None:
             "patch_size": 16,
         },
     )
-    model = Siglip2Model(config).eval()
-    with torch.no_grad():
-        # Random init leaves LayerNorms at identity and biases at zero: perturb everything.
-        for param in model.parameters():
-            param.add_(torch.randn_like(param) * 0.05)
-    model.save_pretrained(directory)
+    perturbed(Siglip2Model(config).eval()).save_pretrained(directory)
 
 
 def make_checkpoint(source: Path, directory: Path, *, shape: Shape, tower: Path) -> Path:

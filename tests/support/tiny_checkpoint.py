@@ -9,12 +9,23 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from siglip_text.config import demo_model_dir
 
 SEED = 20261201
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 REPOSITORY = "test/siglip-tiny-random"
+
+
+def perturbed(model: Any) -> Any:
+    """Random init leaves LayerNorms at identity and biases at zero: perturb everything."""
+    import torch
+
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn_like(param) * 0.05)
+    return model
 
 
 def checkpoint_tokenizer():
@@ -63,11 +74,8 @@ def make_tiny_checkpoint(directory: Path, *, hidden: int = 32) -> Path:
             "patch_size": 16,
         },
     )
-    model = SiglipModel(config).eval()
+    model = perturbed(SiglipModel(config).eval())
     with torch.no_grad():
-        # Random init leaves LayerNorms at identity and biases at zero: perturb everything.
-        for param in model.parameters():
-            param.add_(torch.randn_like(param) * 0.05)
         model.logit_scale.fill_(math.log(10.0))
         model.logit_bias.fill_(-10.0)
     directory.mkdir(parents=True, exist_ok=True)
