@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import base64
-import importlib
 import json
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
-from siglip_text.config import get_settings
 
-from tests.support.aws_lambda import LambdaContext, expected_status, load_event
+from tests.support.aws_lambda import LambdaContext, expected_status, imported_lambda, load_event
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
 from tests.support.paths import EVENTS
 
@@ -22,20 +20,9 @@ EVENT_FILES = sorted(p.name for p in EVENTS.glob("*.json"))
 
 
 @pytest.fixture(scope="module")
-def lambda_module(demo_dir: Path) -> ModuleType:
-    patch = pytest.MonkeyPatch()
-    patch.setenv("SIGLIP_MODEL_DIR", str(demo_dir))
-    patch.setenv("SIGLIP_ORT_INTRA_OP_THREADS", "1")
-    patch.setenv("SIGLIP_AUTH_MODE", "none")
-    patch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
-    patch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SiglipTextTest")
-    get_settings.cache_clear()
-    sys.modules.pop("siglip_text.lambda_function", None)
-    module = importlib.import_module("siglip_text.lambda_function")
-    yield module
-    sys.modules.pop("siglip_text.lambda_function", None)
-    get_settings.cache_clear()
-    patch.undo()
+def lambda_module(demo_dir: Path) -> Iterator[ModuleType]:
+    with imported_lambda(demo_dir) as module:
+        yield module
 
 
 def invoke(module: ModuleType, event: dict[str, Any]) -> tuple[int, dict[str, str], Any]:

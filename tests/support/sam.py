@@ -21,6 +21,8 @@ from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
+from tests.support.deployment import evaluate_conditions, parameter_defaults
+
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 #: The account and region the translation pretends to deploy to (pseudo parameters).
@@ -109,13 +111,8 @@ _NO_VALUE = object()
 def parameter_values(
     cfn: dict[str, Any], parameters: dict[str, str] | None = None
 ) -> dict[str, str]:
-    """Every parameter as CloudFormation passes it (a string): its default or the override."""
-    values = {
-        name: str(spec["Default"])
-        for name, spec in cfn.get("Parameters", {}).items()
-        if "Default" in spec
-    }
-    values.update(parameters or {})
+    """Every parameter as CloudFormation passes it (a string), and the pseudo parameters."""
+    values = parameter_defaults(cfn, **(parameters or {}))
     values.update({"AWS::AccountId": ACCOUNT_ID, "AWS::Region": REGION, "AWS::Partition": "aws"})
     values.setdefault("AWS::StackName", "siglip-text")
     values.setdefault("AWS::URLSuffix", "amazonaws.com")
@@ -129,11 +126,9 @@ def resolve(cfn: dict[str, Any], value: Any, parameters: dict[str, str] | None =
     changes exactly when what CloudFormation would put there can change.
     """
     values = parameter_values(cfn, parameters)
-    conditions: dict[str, bool] = {}
+    conditions = evaluate_conditions(cfn, values)
 
     def condition(name: str) -> bool:
-        if name not in conditions:
-            conditions[name] = bool(walk(cfn["Conditions"][name]))
         return conditions[name]
 
     def substitute(text: str, names: dict[str, Any]) -> str:
