@@ -70,6 +70,7 @@ class _Exchange:
     in_app: bool = False  # the app has the body and a running slot
     started: bool = False  # a response has started
     cut: bool = False  # answered here with a 503 when the grace period ended
+    cut_answer: asyncio.Task[None] | None = None  # that 503 being written
     window: asyncio.Timeout | None = None  # the shutdown deadline, while reading or waiting
 
 
@@ -136,7 +137,13 @@ class Ingress:
                 finally:
                     exchange.window = None
                 exchange.in_app = True
-                await self.app(scope, _replay(body, receive), self._guarded_send(exchange))
+                try:
+                    await self.app(scope, _replay(body, receive), self._guarded_send(exchange))
+                finally:
+                    # Cut while the app was finishing: return only once the 503 is out, or
+                    # the server would answer the request itself (a plain-text 500) first.
+                    if exchange.cut_answer is not None:
+                        await asyncio.shield(exchange.cut_answer)
 
     async def _read_body(self, receive: Receive) -> bytes | None:
         """The whole body, or None if the client disconnected; 413 once past the limit."""
@@ -189,6 +196,11 @@ class Ingress:
 
     # --- shutdown ---------------------------------------------------------------------------
 
+    @property
+    def expired(self) -> bool:
+        """Whether the shutdown grace period has ended (every request is answered 503)."""
+        return self._expired
+
     def begin_shutdown(self, grace_seconds: float, on_expired: Callable[[], None]) -> None:
         """Let admitted requests run for ``grace_seconds``; then answer the rest with 503."""
         loop = asyncio.get_running_loop()
@@ -211,7 +223,8 @@ class Ingress:
             # The body is read already: no drain; the computation is abandoned.
             exchange.cut = exchange.started = True
             error = _shutting_down()
-            self._keep(asyncio.create_task(_send_error(exchange.send, error)))
+            exchange.cut_answer = asyncio.create_task(_send_error(exchange.send, error))
+            self._keep(exchange.cut_answer)
             if self.observer is not None:
                 self.observer.request_failed(status=status_for(error)[0], code=error.code)
         if cut:
