@@ -184,9 +184,16 @@ def create_app(
             "cache": service.cache_stats(),
         }
 
-    def require_key(request: Request) -> None:
-        if authenticator is not None:
-            authenticator(request.headers.get("authorization"))
+    async def require_key(request: Request) -> None:
+        # async: FastAPI runs a plain `def` dependency in a worker thread, and on Lambda each
+        # invocation's new event loop would start that thread (0.2 ms a request, measured).
+        if authenticator is None:
+            return
+        authorization = request.headers.get("authorization")
+        if offload_inference:  # serve: a key refresh calls Secrets Manager, off the loop
+            await run_in_threadpool(authenticator, authorization)
+        else:
+            authenticator(authorization)
 
     # Everything under /v1 is the OpenAI API and takes the key; /health stays open (probes).
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_key)])
