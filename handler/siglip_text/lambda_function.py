@@ -12,15 +12,28 @@ import os
 import warnings
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
-from mangum import Mangum
-
-from .api import create_app
 from .config import get_settings
-from .loading import load_service
-from .observability import PowertoolsObserver
+from .loading import ServiceLoad, start_loading
+
+
+def _begin_init() -> ServiceLoad | Exception:
+    """Start the init before the web stack is imported: the ONNX Runtime session builds in a
+    thread (GIL released) while FastAPI, Mangum and Powertools import, about 0.3 s here."""
+    try:
+        return start_loading(get_settings())
+    except Exception as exc:  # logged, and raised, by _build_app once the logger exists
+        return exc
+
+
+_init = _begin_init()
+
+from aws_lambda_powertools import Logger, Metrics  # noqa: E402
+from aws_lambda_powertools.logging import correlation_paths  # noqa: E402
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers  # noqa: E402
+from mangum import Mangum  # noqa: E402
+
+from .api import create_app  # noqa: E402
+from .observability import PowertoolsObserver  # noqa: E402
 
 SERVICE_NAME = os.environ.get("POWERTOOLS_SERVICE_NAME", "siglip-text")
 METRICS_NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "SiglipText")
@@ -33,9 +46,11 @@ warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 
 def _build_app() -> Any:
-    settings = get_settings()
     try:
-        service = load_service(settings)
+        if isinstance(_init, Exception):
+            raise _init
+        settings = get_settings()
+        service = _init.result()
         authenticator = None
         if settings.auth_mode == "api-key":
             from .auth import build_authenticator

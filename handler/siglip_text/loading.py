@@ -2,8 +2,10 @@
 
 `build_service(manifest, paths, session)` works from a manifest already in memory (export
 checks the bundle it is writing this way, before any manifest file exists);
-`load_service(settings)` reads the manifest and the settings first. Each raises
-ModelLoadError naming the cause, so a bad bundle never serves a request.
+`load_service(settings)` reads the manifest and the settings first; `start_loading(settings)`
+does the same but returns at once, with the ONNX Runtime session building in a thread (see
+`ServiceLoad`). Each raises ModelLoadError naming the cause, so a bad bundle never serves a
+request.
 """
 
 from __future__ import annotations
@@ -36,12 +38,17 @@ def session_config(settings: Settings, manifest: Manifest) -> SessionConfig:
 
 
 def load_service(settings: Settings) -> EmbeddingService:
-    """The init phase as serve and Lambda run it: the manifest named by the settings, then
-    `build_service`."""
+    """The init phase as serve runs it: `start_loading`, then its result at once."""
+    return start_loading(settings).result()
+
+
+def start_loading(settings: Settings) -> ServiceLoad:
+    """Read the manifest named by the settings and start building the service (see
+    `ServiceLoad`); the Lambda entry point calls this before it imports the web stack."""
     started = time.perf_counter()
     paths = settings.artifact_paths()
     manifest = load_manifest(paths.manifest)
-    return build_service(
+    return ServiceLoad(
         manifest,
         paths,
         session_config(settings, manifest),
@@ -58,55 +65,82 @@ def build_service(
     *,
     output_name: str = "text_embeds",
     cache_size: int = 0,
-    started: float | None = None,
 ) -> EmbeddingService:
     """Files, tokenizer and session (overlapped), then the probe."""
-    timings = InitTimings()
-    started = time.perf_counter() if started is None else started
-    check_file(paths.onnx, "ONNX model", manifest)
-    check_file(paths.tokenizer, "tokenizer", manifest)
-    for name in manifest.recorded_files():
-        # e.g. text_model.onnx.data: a truncated weights file is named here, not deep in ORT
-        if name not in (paths.onnx.name, paths.tokenizer.name, paths.manifest.name):
-            check_file(paths.onnx.parent / name, "model file", manifest)
-    timings.manifest_s = time.perf_counter() - started
+    return ServiceLoad(
+        manifest, paths, session, output_name=output_name, cache_size=cache_size
+    ).result()
 
-    def load_tokenizer() -> SiglipTokenizer:
-        began = time.perf_counter()
-        tokenizer = SiglipTokenizer.from_file(
-            paths.tokenizer, max_length=manifest.text_max_token_length
-        )
-        timings.tokenizer_s = time.perf_counter() - began
-        return tokenizer
 
-    # ONNX Runtime builds the session in a worker thread while this one parses the tokenizer
-    # (a 256k-entry tokenizer.json takes 0.6 to 0.8 s here). Both hold the GIL for much of
-    # their work, so the overlap is partial: measured on a base bundle, 1.05 s instead of
-    # 1.19 s for both (fp32) and 0.81 s instead of 1.00 s (int8); the other order gained
-    # nothing.
-    def build_encoder() -> OnnxEncoder:
-        began = time.perf_counter()
+class ServiceLoad:
+    """One init in progress: the files are checked and the ONNX Runtime session is building
+    in a worker thread from the moment this exists; `result()` parses the tokenizer in the
+    calling thread, waits for the session, and runs the probe.
+
+    ONNX Runtime releases the GIL while it builds a session, so whatever the caller does in
+    between (the Lambda entry point imports FastAPI, Mangum and Powertools, about 0.3 s of
+    Python) overlaps with it. The tokenizer parse holds the GIL (``tokenizers`` does not
+    release it), so it runs after those imports, still beside the session build.
+    """
+
+    def __init__(
+        self,
+        manifest: Manifest,
+        paths: BundlePaths,
+        session: SessionConfig,
+        *,
+        output_name: str = "text_embeds",
+        cache_size: int = 0,
+        started: float | None = None,
+    ) -> None:
+        self.manifest = manifest
+        self.paths = paths
+        self.cache_size = cache_size
+        self.timings = InitTimings()
+        began = time.perf_counter() if started is None else started
+        check_file(paths.onnx, "ONNX model", manifest)
+        check_file(paths.tokenizer, "tokenizer", manifest)
+        for name in manifest.recorded_files():
+            # e.g. text_model.onnx.data: a truncated weights file is named here, not deep in ORT
+            if name not in (paths.onnx.name, paths.tokenizer.name, paths.manifest.name):
+                check_file(paths.onnx.parent / name, "model file", manifest)
+        self.timings.manifest_s = time.perf_counter() - began
+
+        def build_encoder() -> OnnxEncoder:
+            began = time.perf_counter()
+            try:
+                return OnnxEncoder(
+                    paths.onnx,
+                    output_name=output_name,
+                    dimension=manifest.embedding_dimension,
+                    max_length=manifest.text_max_token_length,
+                    config=session,
+                )
+            finally:
+                self.timings.session_s = time.perf_counter() - began
+
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="siglip-init")
+        self._encoder = self._pool.submit(build_encoder)
+        self._pool.shutdown(wait=False)  # the thread ends with its one task
+
+    def result(self) -> EmbeddingService:
+        """The service, probed; raises ModelLoadError (the session's error first: the graph
+        is checked before the tokenizer)."""
+        timings = self.timings
         try:
-            return OnnxEncoder(
-                paths.onnx,
-                output_name=output_name,
-                dimension=manifest.embedding_dimension,
-                max_length=manifest.text_max_token_length,
-                config=session,
+            began = time.perf_counter()
+            tokenizer = SiglipTokenizer.from_file(
+                self.paths.tokenizer, max_length=self.manifest.text_max_token_length
             )
+            timings.tokenizer_s = time.perf_counter() - began
         finally:
-            timings.session_s = time.perf_counter() - began
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="siglip-init") as pool:
-        encoder_future = pool.submit(build_encoder)
-        try:
-            tokenizer = load_tokenizer()
-        finally:
-            encoder = encoder_future.result()  # its error first: the graph is checked first
-    service = EmbeddingService(
-        manifest, tokenizer, encoder, cache_size=cache_size, init_timings=timings
-    )
-    began = time.perf_counter()
-    service.probe()
-    timings.probe_s = time.perf_counter() - began
-    return service
+            waited = time.perf_counter()
+            encoder = self._encoder.result()
+            timings.extra["session_wait_s"] = time.perf_counter() - waited
+        service = EmbeddingService(
+            self.manifest, tokenizer, encoder, cache_size=self.cache_size, init_timings=timings
+        )
+        began = time.perf_counter()
+        service.probe()
+        timings.probe_s = time.perf_counter() - began
+        return service

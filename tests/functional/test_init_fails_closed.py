@@ -168,3 +168,29 @@ def test_serve_exits_non_zero_on_a_bad_bundle(bundle_copy: Path) -> None:
     )
     assert result.returncode == 1
     assert "cannot start" in result.stderr and "tokenizer.json: file not found" in result.stderr
+
+
+def test_lambda_init_starts_the_session_before_it_imports_the_web_stack(demo_dir: Path) -> None:
+    # ONNX Runtime builds the session without the GIL, so it overlaps with importing FastAPI,
+    # Mangum and Powertools only if it starts first (`lambda_function._begin_init`).
+    code = (
+        "import json, sys\n"
+        "import siglip_text.loading as loading\n"
+        "start = loading.ServiceLoad.__init__\n"
+        "seen = []\n"
+        "def observed(self, *args, **kwargs):\n"
+        "    seen.extend(m for m in ('fastapi', 'mangum', 'aws_lambda_powertools', 'starlette')\n"
+        "                if m in sys.modules)\n"
+        "    start(self, *args, **kwargs)\n"
+        "loading.ServiceLoad.__init__ = observed\n"
+        "import siglip_text.lambda_function as entry\n"
+        "print(json.dumps({'imported_first': seen,\n"
+        "                  'timings': entry.app.state.service.init_timings.as_dict()}))\n"
+    )
+    result = run_python(
+        code, {"SIGLIP_MODEL_DIR": str(demo_dir), "POWERTOOLS_TRACE_DISABLED": "true"}
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["imported_first"] == []
+    assert set(report["timings"]) >= {"tokenizer_s", "session_s", "session_wait_s", "probe_s"}

@@ -21,6 +21,7 @@ check then compares the pruned tokenizer with transformers' on the contract's ed
 from __future__ import annotations
 
 import json
+from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,7 @@ def prune_unreachable_merges(data: dict[str, Any]) -> tuple[dict[str, Any], Merg
 
 
 def normalizer_output_characters(
-    data: dict[str, Any], inserted: set[str] = frozenset()
+    data: dict[str, Any], inserted: Set[str] = frozenset()
 ) -> set[str]:
     """Every character the tokenizer's normalizer outputs for some input character, and for
     the text that its steps insert (``inserted``: Replace's content, Prepend's prefix)."""
