@@ -126,6 +126,16 @@ def worker_ort(args: argparse.Namespace) -> dict[str, Any]:
             sys.stdout = real_stdout
         assert check["statusCode"] == 200, check
         results["latency"][str(batch)] = {"raw": raw, "handler": handler}
+        if batch == 1 and args.floor_dir:
+            sys.stdout = devnull
+            try:
+                results["paired_floor"] = paired_floor(
+                    args,
+                    results["precision"] or "fp32",
+                    lambda: lambda_function.handler(event, context),
+                )
+            finally:
+                sys.stdout = real_stdout
     vectors = service.embed_texts(texts_for(max(args.batches)))
     np.save(args.vectors_out, vectors.vectors)
     timings = service.init_timings.as_dict()
@@ -140,6 +150,59 @@ def worker_ort(args: argparse.Namespace) -> dict[str, Any]:
         "model_file_mb": files / 2**20,
     }
     return results
+
+
+#: Rounds of the paired floor: each times the query, then each product, `--runs` times.
+PAIRED_ROUNDS = 5
+
+
+def paired_floor(args: argparse.Namespace, precision: str, query: Any) -> dict[str, Any] | None:
+    """The query over its floor, measured in this process in alternating rounds.
+
+    The floor worker runs minutes before or after a leg, and the floor of a shared machine
+    moves that much in minutes (int8 15 to 20 ms within one hour here). Here each round
+    times the query (median of ``--runs``), then every product of the floor (median of
+    ``--runs`` each, the floor worker's own models), and takes their ratio; the figure is
+    the median ratio of `PAIRED_ROUNDS` rounds, with their range.
+    """
+    import numpy as np
+    import onnxruntime as ort
+
+    if precision not in ("fp32", "int8"):
+        return None
+    floor_dir = Path(args.floor_dir)
+    products = [tuple(p) for p in json.loads((floor_dir / "products.json").read_text())]
+    sessions = []
+    for m, k, n, count in products:
+        name = f"{m}x{k}x{n}" + (".int8" if precision == "int8" else "")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = args.threads
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if args.allow_spinning == "true" else "0"
+        )
+        options.log_severity_level = 3
+        session = ort.InferenceSession(
+            str(floor_dir / f"{name}.onnx"), options, providers=["CPUExecutionProvider"]
+        )
+        x = np.random.default_rng(1).standard_normal((m, k)).astype(np.float32)
+        sessions.append((session, {"x": x}, count))
+    rounds = []
+    for _ in range(PAIRED_ROUNDS):
+        query_ms = timed(query, args.runs)["median_ms"]
+        floor_ms = sum(
+            count * timed(lambda s=session, f=feed: s.run(None, f), args.runs)["median_ms"]
+            for session, feed, count in sessions
+        )
+        rounds.append({"query_ms": query_ms, "floor_ms": floor_ms, "ratio": query_ms / floor_ms})
+    ratios = sorted(r["ratio"] for r in rounds)
+    return {
+        "rounds": rounds,
+        "ratio_median": statistics.median(ratios),
+        "ratio_min": ratios[0],
+        "ratio_max": ratios[-1],
+        "floor_ms_median": statistics.median(r["floor_ms"] for r in rounds),
+    }
 
 
 def worker_torch(args: argparse.Namespace) -> dict[str, Any]:
@@ -194,7 +257,10 @@ def worker_floor(args: argparse.Namespace) -> dict[str, Any]:
 
     products = tower_products(args)
     out: dict[str, Any] = {"products": [list(p) for p in products], "shapes": {}}
-    scratch = Path(tempfile.mkdtemp(prefix="siglip-floor-"))
+    # The product models stay in --floor-dir: the ORT legs measure them again, interleaved
+    # with their own queries (`paired_floor`).
+    scratch = Path(args.floor_dir or tempfile.mkdtemp(prefix="siglip-floor-"))
+    scratch.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
 
     def save_chain(name: str, weights: list[tuple[int, int]], rows: int) -> tuple[Path, Path]:
@@ -260,6 +326,7 @@ def worker_floor(args: argparse.Namespace) -> dict[str, Any]:
             )
             out["mlp_chain"][f"{precision}_ratio"] = best_ms(path, x) / layers / hot
     out["model_gflop_per_query"] = sum(2 * m * k * n * c for m, k, n, c in products) / 1e9
+    (scratch / "products.json").write_text(json.dumps([list(p) for p in products]))
     return out
 
 
@@ -386,6 +453,7 @@ def main() -> None:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--bundle-dir", help=argparse.SUPPRESS)
     parser.add_argument("--vectors-out", help=argparse.SUPPRESS)
+    parser.add_argument("--floor-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.batches = [int(b) for b in str(args.batches).split(",")]
     if args.threads is None:
@@ -437,17 +505,28 @@ def measure(
 
     tmp.mkdir(parents=True, exist_ok=True)
     figures: dict[str, Any] = {"threads": args.threads, "batches": args.batches, "runs": args.runs}
+    first = next(iter(bundles.values()))
+    floor_dir = tmp / "floor"
+    paired: dict[str, str] = {}
+    try:
+        extra = {"checkpoint": str(Path(args.checkpoint).expanduser())} if args.checkpoint else {}
+        figures["floor"] = run_worker(
+            "floor", args, bundle_dir=first, floor_dir=str(floor_dir), **extra
+        )
+        if 1 in args.batches:
+            paired = {"floor_dir": str(floor_dir)}
+    except SystemExit as exc:  # onnx not installed: no floor
+        figures["floor"] = {"error": str(exc).splitlines()[0]}
     for name in order:
         path = bundles[name]
         figures[name] = run_worker(
-            "ort", args, bundle_dir=path, vectors_out=str(tmp / f"{name}.npy")
+            "ort", args, bundle_dir=path, vectors_out=str(tmp / f"{name}.npy"), **paired
         )
         if args.threads > 1 and 1 in args.batches and not args.no_one_thread:
             # The cost model needs the 1-vCPU latency too (Lambda below 3,538 MB).
             one = argparse.Namespace(**{**vars(args), "threads": 1, "batches": [1]})
             single = run_worker("ort", one, bundle_dir=path, vectors_out=str(tmp / "one.npy"))
             figures[name]["one_thread_ms"] = single["latency"]["1"]["handler"]["median_ms"]
-    first = next(iter(bundles.values()))
     if args.checkpoint:
         figures["torch"] = run_worker(
             "torch",
@@ -456,11 +535,6 @@ def measure(
             bundle_dir=first,
             vectors_out=str(tmp / "torch.npy"),
         )
-    try:
-        extra = {"checkpoint": str(Path(args.checkpoint).expanduser())} if args.checkpoint else {}
-        figures["floor"] = run_worker("floor", args, bundle_dir=first, **extra)
-    except SystemExit as exc:  # onnx not installed: no floor
-        figures["floor"] = {"error": str(exc).splitlines()[0]}
     reference = tmp / ("torch.npy" if args.checkpoint else f"{next(iter(bundles))}.npy")
     figures["fidelity"] = {
         name: float((np.load(tmp / f"{name}.npy") * np.load(reference)).sum(axis=1).min())
@@ -475,10 +549,19 @@ def tokenizer_note(path: Path, bundles: dict[str, str]) -> str:
     lines = [f"[bench] tokenizer {path}: {len(vocab):,} entries"]
     for name, bundle in bundles.items():
         data = json.loads((Path(bundle) / "tokenizer.json").read_text(encoding="utf-8"))
-        same = data["model"]["vocab"] == vocab
+        entries = data["model"]["vocab"]
+        # Export may drop entries no text can produce (tokenizer_merges.py); every one kept
+        # must have its id of the real vocabulary.
+        same = all(vocab.get(token) == i for token, i in entries.items())
+        if not same:
+            verdict = "A DIFFERENT vocabulary"
+        elif len(entries) == len(vocab):
+            verdict = "same vocabulary"
+        else:
+            verdict = f"same ids, {len(entries):,} of its entries"
         merges = len(data["model"].get("merges") or [])
         lines.append(
-            f"[bench]   {name}: {'same vocabulary' if same else 'A DIFFERENT vocabulary'}, "
+            f"[bench]   {name}: {verdict}, "
             f"{merges:,} merges, {(Path(bundle) / 'tokenizer.json').stat().st_size / 1e6:.1f} MB"
         )
     return "\n".join(lines)
@@ -497,11 +580,13 @@ def spread(runs: list[dict[str, Any]], bundles: dict[str, str], args: argparse.N
             break
 
         def to_floor(f: dict[str, Any], n: str = name) -> float | None:
+            if f[n].get("paired_floor"):
+                return float(f[n]["paired_floor"]["ratio_median"])
             precision = f[n].get("precision") or "fp32"
             limit = f.get("floor", {}).get(f"{precision}_floor_ms")
             return f[n]["latency"]["1"]["handler"]["median_ms"] / limit if limit else None
 
-        rows.append((f"{name}: handler batch 1 / floor", to_floor))
+        rows.append((f"{name}: handler batch 1 / floor (paired when measured)", to_floor))
     for name in bundles:
         old = f"today-{name}"
         if old not in bundles:
@@ -764,8 +849,8 @@ def report(figures: dict[str, Any], bundles: dict[str, str], args: argparse.Name
             ]
         lines += [
             "| bundle | precision | session.run batch 1 | handler batch 1 | floor | run / floor | "
-            "handler / floor |",
-            "|---|---|---|---|---|---|---|",
+            "handler / floor | handler / floor, paired: median (range) |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for name in bundles:
             if "1" not in figures[name]["latency"]:
@@ -775,10 +860,23 @@ def report(figures: dict[str, Any], bundles: dict[str, str], args: argparse.Name
             leg = figures[name]["latency"]["1"]
             raw, handler = leg["raw"]["median_ms"], leg["handler"]["median_ms"]
             ratios = f"{raw / limit:.2f} | {handler / limit:.2f}" if limit else "- | -"
+            pair = figures[name].get("paired_floor")
+            paired = (
+                f"{pair['ratio_median']:.2f} ({pair['ratio_min']:.2f}-{pair['ratio_max']:.2f}; "
+                f"floor {pair['floor_ms_median']:.2f} ms)"
+                if pair
+                else "-"
+            )
             lines.append(
                 f"| {name} | {precision} | {raw:.2f} | {handler:.2f} | "
-                f"{limit or 0:.2f} | {ratios} |"
+                f"{limit or 0:.2f} | {ratios} | {paired} |"
             )
+        lines += [
+            "",
+            f"Paired: in each leg's own process, {PAIRED_ROUNDS} rounds of the query through the "
+            "handler then every product of the floor, each the median of --runs; the median of "
+            "the rounds' ratios and their range.",
+        ]
     lines += today_versus_new(figures, bundles, args)
     lines += [
         "",

@@ -75,13 +75,23 @@ class GraphBuild(BaseModel):
 
 class TokenizerMerges(BaseModel):
     """What export removed from ``tokenizer.json`` (tools/export/tokenizer_merges.py): the
-    BPE merges no normalized text can use, so that it loads faster; ids are unchanged."""
+    BPE merges no normalized text can use, and the vocabulary entries no text can produce,
+    so that it loads faster; every id kept is unchanged.
+
+    ``before``/``after`` count merges, ``entries_before``/``entries_after`` the model's
+    vocabulary entries; ``token_ids`` is the id range of the tokenizer as it was (ids
+    0..token_ids-1): with entries removed the file no longer tells it, and token-id inputs
+    may use any of them (each has its row in the embedding table).
+    """
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
     before: StrictInt = Field(ge=0)
     after: StrictInt = Field(ge=0)
     rule: str
+    entries_before: StrictInt | None = Field(default=None, ge=0)
+    entries_after: StrictInt | None = Field(default=None, ge=0)
+    token_ids: StrictInt | None = Field(default=None, gt=0)
 
 
 class Manifest(BaseModel):

@@ -129,8 +129,11 @@ class ServiceLoad:
         timings = self.timings
         try:
             began = time.perf_counter()
+            pruned = self.manifest.tokenizer_merges
             tokenizer = SiglipTokenizer.from_file(
-                self.paths.tokenizer, max_length=self.manifest.text_max_token_length
+                self.paths.tokenizer,
+                max_length=self.manifest.text_max_token_length,
+                token_ids=pruned.token_ids if pruned is not None else None,
             )
             timings.tokenizer_s = time.perf_counter() - began
         finally:

@@ -53,7 +53,9 @@ class TokenBatch:
 class SiglipTokenizer:
     """Wraps a `tokenizers.Tokenizer` and applies the fixed-length SigLIP 2 rule."""
 
-    def __init__(self, tokenizer: Tokenizer, *, max_length: int) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, *, max_length: int, token_ids: int | None = None
+    ) -> None:
         if max_length < 2:
             raise ModelLoadError(f"text_max_token_length must be at least 2, got {max_length}")
         pad_id = tokenizer.token_to_id(PAD_TOKEN)
@@ -74,18 +76,28 @@ class SiglipTokenizer:
         self.pad_id = pad_id
         self.eos_id = eos_id
         self.bos_id = tokenizer.token_to_id("<bos>")  # None when the vocabulary has none
-        self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        entries = tokenizer.get_vocab_size(with_added_tokens=True)
+        if token_ids is not None and token_ids < entries:
+            raise ModelLoadError(
+                f"tokenizer: the manifest gives {token_ids} token ids but the tokenizer has "
+                f"{entries} entries; the manifest does not belong to this tokenizer.json"
+            )
+        # The id range: the file's own count, unless export removed entries no text can
+        # produce (the manifest's tokenizer_merges.token_ids), which token-id inputs may use.
+        self.vocab_size = entries if token_ids is None else token_ids
         self._window = max_length * WINDOW_CHARS_PER_TOKEN
 
     @classmethod
-    def from_file(cls, path: Path, *, max_length: int) -> SiglipTokenizer:
+    def from_file(
+        cls, path: Path, *, max_length: int, token_ids: int | None = None
+    ) -> SiglipTokenizer:
         """Load ``tokenizer.json``; any failure is a ModelLoadError naming the file."""
         try:
             tokenizer = Tokenizer.from_file(str(path))
         except Exception as exc:  # tokenizers raises plain Exception on bad JSON
             first_line = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
             raise ModelLoadError(f"tokenizer {path}: cannot be loaded ({first_line})") from None
-        return cls(tokenizer, max_length=max_length)
+        return cls(tokenizer, max_length=max_length, token_ids=token_ids)
 
     def encode_texts(self, texts: Sequence[str]) -> TokenBatch:
         """Tokenize texts: normalize, drop nothing, truncate to L-1, append EOS, pad to L."""

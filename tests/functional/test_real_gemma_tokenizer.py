@@ -10,6 +10,7 @@ taken as text, on every edge-case text. Skips when ``SIGLIP_GEMMA_TOKENIZER_DIR`
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -165,16 +166,24 @@ def test_both_checkpoint_shapes_export_to_bundles_with_identical_ids_and_vectors
         hashlib.sha256((b / "tokenizer.json").read_bytes()).hexdigest() for b in bundles.values()
     }
     assert len(digests) == 1
-    for service in services.values():
-        # export never adds tokens: the bundle has the checkpoint's 256,000 entries
+    for shape, service in services.items():
+        # export never adds tokens: the bundle takes the checkpoint's 256,000 ids, although
+        # its file lists only the entries lowercased text can produce (tokenizer_merges.py)
         assert service.tokenizer.vocab_size == gemma.VOCAB_SIZE
+        pruned = service.manifest.tokenizer_merges
+        assert pruned is not None and pruned.token_ids == gemma.VOCAB_SIZE
+        assert pruned.entries_after is not None and pruned.entries_after < gemma.VOCAB_SIZE
+        file = json.loads((bundles[shape] / "tokenizer.json").read_text(encoding="utf-8"))
+        assert len(file["model"]["vocab"]) == pruned.entries_after
+        # AND every id stays servable as a token-id input, the removed ones included
+        removed = max(set(range(gemma.VOCAB_SIZE)) - set(file["model"]["vocab"].values()))
+        vector = service.embed_token_ids([[removed, 1]]).vectors
+        assert np.isfinite(vector).all()
 
 
 def test_export_records_what_the_installed_transformers_makes_of_each_shape(
     loaded: dict[str, Any], bundles: dict[str, Path]
 ) -> None:
-    import json
-
     import transformers
 
     for shape, checkpoint in loaded.items():

@@ -1,4 +1,4 @@
-"""Pruning the merges no lowercased text can use leaves every id as it was.
+"""Pruning the merges and entries no lowercased text can use leaves every id as it was.
 
 Held-out texts: the export's edge cases, captions, generated mixed-case multilingual text,
 and (for the real Gemma tokenizer, when ``SIGLIP_GEMMA_TOKENIZER_DIR`` is set) strings
@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from siglip_text.config import demo_model_dir
+from siglip_text.errors import ModelLoadError
 from siglip_text.tokenization import SiglipTokenizer
 from siglip_text.tools.export.tokenizer import apply_contract
 from siglip_text.tools.export.tokenizer_merges import prune_unreachable_merges
@@ -77,6 +78,55 @@ def test_merges_of_uppercase_tokens_go_when_the_normalizer_lowercases(demo: Any)
     _, _, before, after = demo
 
     assert before - after == 40
+
+
+def test_entries_of_uppercase_tokens_go_and_every_kept_one_keeps_its_id() -> None:
+    data = json.loads((demo_model_dir() / "tokenizer.json").read_text())
+    cased = _with_uppercase_merges(data, 40)
+    vocab = cased["model"]["vocab"]
+
+    pruned, result = prune_unreachable_merges(cased)
+
+    kept = pruned["model"]["vocab"]
+    gone = set(vocab) - set(kept)
+    assert gone and all(token != token.lower() for token in gone)
+    assert all(vocab[token] == i for token, i in kept.items())
+    assert (result.entries_before, result.entries_after) == (len(vocab), len(kept))
+    # the id range is the unpruned one: token-id inputs may use every id
+    assert result.token_ids == max(vocab.values()) + 1
+
+
+def test_the_id_range_of_a_pruned_tokenizer_comes_from_the_manifest() -> None:
+    data = json.loads((demo_model_dir() / "tokenizer.json").read_text())
+    pruned, result = prune_unreachable_merges(_with_uppercase_merges(data, 40))
+    highest = result.token_ids - 1
+    assert highest not in pruned["model"]["vocab"].values()  # an upper-case entry, gone
+
+    # WITH the manifest's range, the highest id is a valid token-id input
+    served = SiglipTokenizer(
+        Tokenizer.from_str(json.dumps(pruned)), max_length=64, token_ids=result.token_ids
+    )
+    assert served.encode_token_ids([[highest]]).ids[0, 0] == highest
+    # WITHOUT it, the file's own count would refuse ids that the model has rows for
+    assert _tokenizer(pruned).vocab_size < result.token_ids
+    # AND a range smaller than the file's entries is a manifest of another tokenizer
+    with pytest.raises(ModelLoadError, match="does not belong to this tokenizer.json"):
+        SiglipTokenizer(Tokenizer.from_str(json.dumps(pruned)), max_length=64, token_ids=10)
+
+
+def test_the_held_out_texts_would_catch_a_wrongly_dropped_entry(demo: Any) -> None:
+    full, _, _, _ = demo
+    data = json.loads((demo_model_dir() / "tokenizer.json").read_text())
+    pruned, _ = prune_unreachable_merges(_with_uppercase_merges(data, 40))
+    # GIVEN a pruning that also drops an entry lowercased text produces (a letter)
+    vocab = dict(pruned["model"]["vocab"])
+    del vocab["k"]
+    merges = [m for m in pruned["model"]["merges"] if "k" not in "".join(m)]
+    wrong = {**pruned, "model": {**pruned["model"], "vocab": vocab, "merges": merges}}
+
+    # THEN the held-out texts tell the two apart
+    texts = EDGE_CASE_TEXTS + synthetic_captions(300, seed=11)
+    assert _ids(_tokenizer(wrong), texts) != _ids(full, texts)
 
 
 def test_merges_of_uppercase_tokens_stay_when_the_normalizer_keeps_case() -> None:
@@ -149,7 +199,12 @@ def test_gemma_tokenizer_loses_about_a_third_of_its_merges(gemma: Any) -> None:
 
     kept = len(pruned["model"]["merges"]) / len(data["model"]["merges"])
     assert 0.6 < kept < 0.75
-    assert pruned["model"]["vocab"] == data["model"]["vocab"]
+    vocab, entries = data["model"]["vocab"], pruned["model"]["vocab"]
+    assert 0.65 < len(entries) / len(vocab) < 0.8
+    assert all(vocab[token] == i for token, i in entries.items())
+    # the byte-fallback tokens stay, upper-case hex and all (Gemma has 255: tab is "\t")
+    byte_tokens = [f"<0x{b:02X}>" for b in range(256) if f"<0x{b:02X}>" in vocab]
+    assert len(byte_tokens) >= 255 and all(token in entries for token in byte_tokens)
 
 
 def test_pruned_gemma_tokenizer_gives_identical_ids_on_held_out_texts(gemma: Any) -> None:

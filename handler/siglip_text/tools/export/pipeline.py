@@ -288,16 +288,28 @@ def write_contract_tokenizer(checkpoint: Any, path: Path, *, lowercase: Lowercas
 
 
 def prune_merges(path: Path) -> TokenizerMerges | None:
-    """Prune ``tokenizer.json``'s unreachable merges in place; None when none could go."""
+    """Prune ``tokenizer.json``'s unreachable merges and entries in place; None when none
+    could go."""
     from .tokenizer_merges import prune_tokenizer_file
 
     result = prune_tokenizer_file(path)
-    if result.merges_after == result.merges_before:
+    if (
+        result.merges_after == result.merges_before
+        and result.entries_after == result.entries_before
+    ):
         log(f"tokenizer merges: all {result.merges_before} kept ({result.reason})")
         return None
-    log(f"tokenizer merges: {result.merges_after} of {result.merges_before} kept ({result.reason})")
+    log(
+        f"tokenizer: {result.merges_after} of {result.merges_before} merges and "
+        f"{result.entries_after} of {result.entries_before} entries kept ({result.reason})"
+    )
     return TokenizerMerges(
-        before=result.merges_before, after=result.merges_after, rule=result.reason
+        before=result.merges_before,
+        after=result.merges_after,
+        rule=result.reason,
+        entries_before=result.entries_before,
+        entries_after=result.entries_after,
+        token_ids=result.token_ids,
     )
 
 
