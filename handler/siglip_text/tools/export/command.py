@@ -75,8 +75,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--keep-all-merges",
         action="store_true",
-        help="keep every BPE merge in tokenizer.json (default: drop those no lowercased text "
-        "can use; the same ids, a faster load)",
+        help="keep every BPE merge and vocabulary entry in tokenizer.json (default: drop "
+        "those no lowercased text can use or produce; the same ids, a faster load)",
     )
     parser.add_argument(
         "--int8-weights",
