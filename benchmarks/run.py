@@ -161,9 +161,10 @@ def paired_floor(args: argparse.Namespace, precision: str, query: Any) -> dict[s
 
     The floor worker runs minutes before or after a leg, and the floor of a shared machine
     moves that much in minutes (int8 15 to 20 ms within one hour here). Here each round
-    times the query (median of ``--runs``), then every product of the floor (median of
-    ``--runs`` each, the floor worker's own models), and takes their ratio; the figure is
-    the median ratio of `PAIRED_ROUNDS` rounds, with their range.
+    times the query (median of ``--runs``), pauses 50 ms, then times every product of the
+    floor (the floor worker's own models, each in a fresh session, median of ``--runs``),
+    and takes their ratio; the figure is the median ratio of `PAIRED_ROUNDS` rounds, with
+    their range.
     """
     import numpy as np
     import onnxruntime as ort
@@ -172,28 +173,29 @@ def paired_floor(args: argparse.Namespace, precision: str, query: Any) -> dict[s
         return None
     floor_dir = Path(args.floor_dir)
     products = [tuple(p) for p in json.loads((floor_dir / "products.json").read_text())]
-    sessions = []
-    for m, k, n, count in products:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry(
+        "session.intra_op.allow_spinning", "1" if args.allow_spinning == "true" else "0"
+    )
+    options.log_severity_level = 3
+
+    def product_ms(m: int, k: int, n: int) -> float:
+        # A session of its own, gone once timed: a live session's threads spin after each
+        # run and slow the next session's (measured: 20 to 24 ms for an int8 floor of 15).
         name = f"{m}x{k}x{n}" + (".int8" if precision == "int8" else "")
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = args.threads
-        options.inter_op_num_threads = 1
-        options.add_session_config_entry(
-            "session.intra_op.allow_spinning", "1" if args.allow_spinning == "true" else "0"
-        )
-        options.log_severity_level = 3
         session = ort.InferenceSession(
             str(floor_dir / f"{name}.onnx"), options, providers=["CPUExecutionProvider"]
         )
         x = np.random.default_rng(1).standard_normal((m, k)).astype(np.float32)
-        sessions.append((session, {"x": x}, count))
+        return timed(lambda: session.run(None, {"x": x}), args.runs)["median_ms"]
+
     rounds = []
     for _ in range(PAIRED_ROUNDS):
         query_ms = timed(query, args.runs)["median_ms"]
-        floor_ms = sum(
-            count * timed(lambda s=session, f=feed: s.run(None, f), args.runs)["median_ms"]
-            for session, feed, count in sessions
-        )
+        time.sleep(0.05)  # the model session's threads stop spinning
+        floor_ms = sum(count * product_ms(m, k, n) for m, k, n, count in products)
         rounds.append({"query_ms": query_ms, "floor_ms": floor_ms, "ratio": query_ms / floor_ms})
     ratios = sorted(r["ratio"] for r in rounds)
     return {
