@@ -142,14 +142,33 @@ def worker_ort(args: argparse.Namespace) -> dict[str, Any]:
     results["init"] = {
         # the rest of the init: imports (the libraries, FastAPI, Powertools) and the app
         "imports_s": init_s
-        - sum(timings.get(k, 0.0) for k in ("manifest_s", "tokenizer_s", "session_wait_s"))
-        - timings["probe_s"],
+        - sum(timings[k] for k in ("manifest_s", "tokenizer_s", "session_wait_s", "probe_s")),
         "total_s": init_s,
         **timings,
         **memory,
         "model_file_mb": files / 2**20,
     }
     return results
+
+
+def floor_session(args: argparse.Namespace, path: Path) -> Any:
+    """An ORT session of a floor product, with the legs' threads and spinning."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry(
+        "session.intra_op.allow_spinning", "1" if args.allow_spinning == "true" else "0"
+    )
+    options.log_severity_level = 3
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def product_file(floor_dir: Path, shape: tuple[int, int, int], precision: str) -> Path:
+    """Where the floor worker writes the model of one product ([m, k] x [k, n])."""
+    m, k, n = shape
+    return floor_dir / (f"{m}x{k}x{n}" + (".int8" if precision == "int8" else "") + ".onnx")
 
 
 #: Rounds of the paired floor: each times the query, then each product, `--runs` times.
@@ -167,27 +186,16 @@ def paired_floor(args: argparse.Namespace, precision: str, query: Any) -> dict[s
     their range.
     """
     import numpy as np
-    import onnxruntime as ort
 
     if precision not in ("fp32", "int8"):
         return None
     floor_dir = Path(args.floor_dir)
     products = [tuple(p) for p in json.loads((floor_dir / "products.json").read_text())]
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = args.threads
-    options.inter_op_num_threads = 1
-    options.add_session_config_entry(
-        "session.intra_op.allow_spinning", "1" if args.allow_spinning == "true" else "0"
-    )
-    options.log_severity_level = 3
 
     def product_ms(m: int, k: int, n: int) -> float:
         # A session of its own, gone once timed: a live session's threads spin after each
         # run and slow the next session's (measured: 20 to 24 ms for an int8 floor of 15).
-        name = f"{m}x{k}x{n}" + (".int8" if precision == "int8" else "")
-        session = ort.InferenceSession(
-            str(floor_dir / f"{name}.onnx"), options, providers=["CPUExecutionProvider"]
-        )
+        session = floor_session(args, product_file(floor_dir, (m, k, n), precision))
         x = np.random.default_rng(1).standard_normal((m, k)).astype(np.float32)
         return timed(lambda: session.run(None, {"x": x}), args.runs)["median_ms"]
 
@@ -253,7 +261,6 @@ def worker_floor(args: argparse.Namespace) -> dict[str, Any]:
 
     import numpy as np
     import onnx
-    import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -289,20 +296,14 @@ def worker_floor(args: argparse.Namespace) -> dict[str, Any]:
         return fp32, int8
 
     def best_ms(path: Path, x: np.ndarray) -> float:
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = args.threads
-        options.inter_op_num_threads = 1
-        options.add_session_config_entry(
-            "session.intra_op.allow_spinning", "1" if args.allow_spinning == "true" else "0"
-        )
-        options.log_severity_level = 3
-        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        session = floor_session(args, path)
         return min(
             timed(lambda s=session, f={"x": x}: s.run(None, f), 20)["median_ms"] for _ in range(5)
         )
 
     for m, k, n in sorted({(m, k, n) for m, k, n, _ in products}):
-        fp32, int8 = save_chain(f"{m}x{k}x{n}", [(k, n)], m)
+        fp32, int8 = save_chain(product_file(scratch, (m, k, n), "fp32").stem, [(k, n)], m)
+        assert int8 == product_file(scratch, (m, k, n), "int8")
         x = rng.standard_normal((m, k)).astype(np.float32)
         shape: dict[str, float] = {}
         for precision, path in (("fp32", fp32), ("int8", int8)):

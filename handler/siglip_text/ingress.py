@@ -69,9 +69,13 @@ class _Exchange:
     send: Send
     in_app: bool = False  # the app has the body and a running slot
     started: bool = False  # a response has started
-    cut: bool = False  # answered here with a 503 when the grace period ended
-    cut_answer: asyncio.Task[None] | None = None  # that 503 being written
+    cut_answer: asyncio.Task[None] | None = None  # the 503 of the end of the grace period
     window: asyncio.Timeout | None = None  # the shutdown deadline, while reading or waiting
+
+    @property
+    def cut(self) -> bool:
+        """Answered here with a 503 when the grace period ended."""
+        return self.cut_answer is not None
 
 
 class Ingress:
@@ -221,7 +225,7 @@ class Ingress:
         cut = [ex for ex in self._active if ex.in_app and not ex.started]
         for exchange in cut:
             # The body is read already: no drain; the computation is abandoned.
-            exchange.cut = exchange.started = True
+            exchange.started = True
             error = _shutting_down()
             exchange.cut_answer = asyncio.create_task(_send_error(exchange.send, error))
             self._keep(exchange.cut_answer)

@@ -139,7 +139,7 @@ class ServiceLoad:
         finally:
             waited = time.perf_counter()
             encoder = self._encoder.result()
-            timings.extra["session_wait_s"] = time.perf_counter() - waited
+            timings.session_wait_s = time.perf_counter() - waited
         service = EmbeddingService(
             self.manifest, tokenizer, encoder, cache_size=self.cache_size, init_timings=timings
         )

@@ -59,6 +59,7 @@ class InitTimings:
     manifest_s: float = 0.0
     tokenizer_s: float = 0.0
     session_s: float = 0.0
+    session_wait_s: float = 0.0  # the init's wait for the session after the tokenizer
     probe_s: float = 0.0
     extra: dict[str, float] = field(default_factory=dict)
 
@@ -67,6 +68,7 @@ class InitTimings:
             "manifest_s": round(self.manifest_s, 4),
             "tokenizer_s": round(self.tokenizer_s, 4),
             "session_s": round(self.session_s, 4),
+            "session_wait_s": round(self.session_wait_s, 4),
             "probe_s": round(self.probe_s, 4),
             **{k: round(v, 4) for k, v in self.extra.items()},
         }

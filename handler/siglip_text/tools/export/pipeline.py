@@ -293,10 +293,7 @@ def prune_merges(path: Path) -> TokenizerMerges | None:
     from .tokenizer_merges import prune_tokenizer_file
 
     result = prune_tokenizer_file(path)
-    if (
-        result.merges_after == result.merges_before
-        and result.entries_after == result.entries_before
-    ):
+    if not result.changed:
         log(f"tokenizer merges: all {result.merges_before} kept ({result.reason})")
         return None
     log(

@@ -75,6 +75,11 @@ class MergePruning:
     entries_after: int = 0
     token_ids: int = 0  # the id range, 0..token_ids-1, entries and added tokens
 
+    @property
+    def changed(self) -> bool:
+        """Whether any merge or entry was dropped."""
+        return (self.merges_after, self.entries_after) != (self.merges_before, self.entries_before)
+
 
 def prune_tokenizer_file(path: Path) -> MergePruning:
     """Prune ``path`` (a ``tokenizer.json``) in place; see `prune_unreachable_merges`.
@@ -85,7 +90,7 @@ def prune_tokenizer_file(path: Path) -> MergePruning:
     """
     data = json.loads(path.read_text(encoding="utf-8"))
     pruned, result = prune_unreachable_merges(data)
-    if result.merges_after < result.merges_before or result.entries_after < result.entries_before:
+    if result.changed:
         pruned["model"]["merges"] = merge_strings(pruned["model"]["merges"])
         path.write_text(json.dumps(pruned, ensure_ascii=False), encoding="utf-8")
     return result
