@@ -119,9 +119,9 @@ class ServiceLoad:
             finally:
                 self.timings.session_s = time.perf_counter() - began
 
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="siglip-init")
-        self._encoder = self._pool.submit(build_encoder)
-        self._pool.shutdown(wait=False)  # the thread ends with its one task
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="siglip-init")
+        self._encoder = pool.submit(build_encoder)
+        pool.shutdown(wait=False)  # the thread ends with its one task
 
     def result(self) -> EmbeddingService:
         """The service, probed; raises ModelLoadError (the session's error first: the graph
