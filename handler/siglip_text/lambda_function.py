@@ -8,12 +8,27 @@ closed and no request is ever served by a broken artifact. Mangum runs with
 
 from __future__ import annotations
 
-import os
-import warnings
-from typing import Any
+import gc
 
-from .config import get_settings
-from .loading import ServiceLoad, start_loading
+# The init allocates hundreds of thousands of long-lived objects (pydantic's schemas for
+# FastAPI's models, the modules); the cyclic collector would walk them again and again while
+# they are made, and again on every later full collection. So it pauses for the init, and
+# what the init made is frozen (gc.freeze: never scanned again) when it resumes.
+gc.disable()
+
+import os  # noqa: E402
+import warnings  # noqa: E402
+from typing import Any  # noqa: E402
+
+from .config import get_settings  # noqa: E402
+from .loading import ServiceLoad, start_loading  # noqa: E402
+
+
+def _resume_collection(*, freeze: bool) -> None:
+    """End the init's pause of the cyclic collector (frozen: what the init made stays)."""
+    if freeze:
+        gc.freeze()
+    gc.enable()
 
 
 def _begin_init() -> ServiceLoad | Exception:
@@ -57,6 +72,7 @@ def _build_app() -> Any:
 
             authenticator = build_authenticator(settings)
     except Exception:
+        _resume_collection(freeze=False)
         logger.exception("init failed: the function will not serve")
         raise
     logger.info(
@@ -112,3 +128,6 @@ if tracing_enabled():
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """API Gateway (REST v1 or HTTP API v2) event -> FastAPI through Mangum."""
     return _invoke(event, context)
+
+
+_resume_collection(freeze=True)

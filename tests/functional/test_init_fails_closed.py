@@ -194,3 +194,40 @@ def test_lambda_init_starts_the_session_before_it_imports_the_web_stack(demo_dir
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["imported_first"] == []
     assert set(report["timings"]) >= {"tokenizer_s", "session_s", "session_wait_s", "probe_s"}
+
+
+@pytest.mark.parametrize("intact", [True, False], ids=["intact", "bad-bundle"])
+def test_lambda_init_pauses_the_collector_and_resumes_it_either_way(
+    bundle_copy: Path, intact: bool
+) -> None:
+    # The cyclic collector is paused for the init (`lambda_function`'s first statement) and
+    # resumes when it ends: with the init's objects frozen after a good one, plainly after a
+    # failed one (a test process that imports the entry point goes on collecting).
+    if not intact:
+        (bundle_copy / "text_model.onnx").write_bytes(b"not an onnx graph")
+    code = (
+        "import gc, json\n"
+        "paused = []\n"
+        "import siglip_text.loading as loading\n"
+        "start = loading.ServiceLoad.__init__\n"
+        "def observed(self, *args, **kwargs):\n"
+        "    paused.append(not gc.isenabled())\n"
+        "    start(self, *args, **kwargs)\n"
+        "loading.ServiceLoad.__init__ = observed\n"
+        "try:\n"
+        "    import siglip_text.lambda_function\n"
+        "    failed = False\n"
+        "except Exception:\n"
+        "    failed = True\n"
+        "print(json.dumps({'paused': paused, 'failed': failed, 'enabled': gc.isenabled(),\n"
+        "                  'frozen': gc.get_freeze_count()}))\n"
+    )
+    result = run_python(
+        code, {"SIGLIP_MODEL_DIR": str(bundle_copy), "POWERTOOLS_TRACE_DISABLED": "true"}
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["failed"] is not intact
+    assert report["paused"] == [True]
+    assert report["enabled"] is True
+    assert (report["frozen"] > 10_000) if intact else (report["frozen"] == 0)

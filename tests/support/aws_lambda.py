@@ -9,6 +9,7 @@ here put them back, so that later tests see plain `logging` as `siglip-text serv
 from __future__ import annotations
 
 import base64
+import gc
 import importlib
 import json
 import logging
@@ -49,6 +50,9 @@ def imported_lambda(model_dir: Path, **env: str) -> Iterator[ModuleType]:
             yield importlib.import_module(MODULE)
     finally:
         sys.modules.pop(MODULE, None)
+        # the init froze what it made (gc.freeze); in a process that imports the entry point
+        # again and again, the old imports' cycles must stay collectable
+        gc.unfreeze()
         get_settings.cache_clear()
         patch.undo()
 

@@ -1,33 +1,47 @@
-"""Exact reduction of a BPE ``tokenizer.json``: drop the merges and the vocabulary entries
-no normalized text can reach.
+"""Exact reduction of a BPE ``tokenizer.json``: drop the merges that can never fire and the
+vocabulary entries no normalized text can reach.
 
 Loading a 256k-entry Gemma tokenizer spends its time building the merge table (580,604
-merges) and the vocabulary. After the bundle's lowercasing, no normalized text contains a
-character such as ``A`` or ``Σ``, so no token containing one can ever be formed, and no
-merge of such a token can ever apply: 31% of Gemma's merges and 28% of its entries.
-Removing them changes no id:
+merges) and the vocabulary. Two rules remove what can never be used, and change no id.
+
+**Characters the normalizer never outputs.** After the bundle's lowercasing, no normalized
+text contains a character such as ``A`` or ``Σ``, so no token containing one can ever be
+formed, and no merge of such a token can ever apply: 31% of Gemma's merges and 28% of its
+entries.
 
 - a BPE merge applies to two adjacent symbols of a word; every symbol is a character of the
   normalized text, a byte-fallback token ``<0xXX>``, the unknown token, or the result of
   earlier merges, so its string is made of characters the normalizer can output (byte
   tokens are kept apart);
-- the remaining merges keep their relative order, so their ranks compare as before;
-- every entry kept keeps its id; an entry goes only if no text can produce it (not a
-  character the normalizer outputs, nor made of such characters, nor a byte-fallback
-  token, the unknown token, an added token, or a part or result of a kept merge).
+- the characters the normalizer can output are found by running the tokenizer's own
+  normalizer (the Rust library and its Unicode tables, not Python's) over every code point,
+  which is exact when the normalizer acts on each character independently: only such
+  normalizers (and pre-tokenizers that only split) are pruned; any other leaves the file as
+  it is.
 
+**Merges that never fire.** A token ``t`` formed from a span of a word is formed exactly as
+it is when BPE runs on ``t``'s own string alone: until ``t`` exists, no merge crossed the
+span's edges, and `tokenizers` applies the pairs inside the span in the same order whatever
+surrounds them (lowest rank first, then leftmost), so the run inside the span is the run on
+the span alone. Hence only one merge can ever produce ``t``: the last merge of that lone run.
+A SentencePiece vocabulary converted to merges lists every split of every token (``a bc``
+and ``ab c`` for ``abc``), so most of Gemma's merges are never that last one; and a token
+whose lone run does not end as the one token can never be formed at all (its entry goes).
+The lone runs are simulated here in the order `tokenizers` uses (``Word::merge_all``), and
+the simulation is checked against `tokenizers`' own BPE on every token's string before any
+merge is dropped: one disagreement and this rule drops nothing.
+
+Both rules keep the remaining merges in their relative order, so their ranks compare as
+before, and every entry kept keeps its id; an entry goes only if no text can produce it.
 The ids then no longer run 0..n-1 without gaps, so the manifest records their range
-(``tokenizer_merges.token_ids``): token-id inputs and the probe use it.
-
-The characters the normalizer can output are found by running the tokenizer's own normalizer
-(the Rust library and its Unicode tables, not Python's) over every code point, which is
-exact when the normalizer acts on each character independently: only such normalizers (and
-pre-tokenizers that only split) are pruned; any other leaves the file as it is. The export
-check then compares the pruned tokenizer with transformers' on the contract's edge cases.
+(``tokenizer_merges.token_ids``): token-id inputs and the probe use it. The export check
+then compares the pruned tokenizer with transformers' on the contract's edge cases.
 """
 
 from __future__ import annotations
 
+import functools
+import heapq
 import json
 import re
 from collections.abc import Set
@@ -74,6 +88,7 @@ class MergePruning:
     entries_before: int = 0  # vocabulary entries of the model (added tokens aside)
     entries_after: int = 0
     token_ids: int = 0  # the id range, 0..token_ids-1, entries and added tokens
+    never_fire: int = 0  # of the merges dropped, those dropped by the second rule
 
     @property
     def changed(self) -> bool:
@@ -105,8 +120,8 @@ def merge_strings(merges: list[Any]) -> list[Any]:
 
 
 def prune_unreachable_merges(data: dict[str, Any]) -> tuple[dict[str, Any], MergePruning]:
-    """A copy of the ``tokenizer.json`` dict without the merges and the vocabulary entries
-    that can never apply (see the module docstring)."""
+    """A copy of the ``tokenizer.json`` dict without the merges that can never fire and the
+    vocabulary entries that no text can produce (see the module docstring)."""
     model = data.get("model") or {}
     merges = model.get("merges")
     vocab = model.get("vocab")
@@ -125,12 +140,11 @@ def prune_unreachable_merges(data: dict[str, Any]) -> tuple[dict[str, Any], Merg
     kept = [m for m in merges if _can_apply(m, reachable)]
     rule = "dropped merges with a character the normalizer never outputs"
     entries = vocab
+    never_fire = 0
     if model.get("continuing_subword_prefix") is None and model.get("end_of_word_suffix") is None:
-        needed = set(added) | {model.get("unk_token")}
-        for merge in kept:
-            left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
-            needed.update((left, right, left + right))
+        always = set(added) | ({model["unk_token"]} if model.get("unk_token") else set())
         byte_fallback = bool(model.get("byte_fallback"))
+        needed = _parts_and_results(kept, always)
         entries = {
             token: i
             for token, i in vocab.items()
@@ -139,27 +153,49 @@ def prune_unreachable_merges(data: dict[str, Any]) -> tuple[dict[str, Any], Merg
             or (byte_fallback and _BYTE_TOKEN.fullmatch(token) is not None)
         }
         rule += ", and the entries no such text can produce"
+        if model.get("dropout") is None and not model.get("ignore_merges"):
+            fired = final_merges(model, entries, kept)
+            if fired.checked:
+                never_fire = len(kept)
+                kept = [m for m in kept if fired.can_fire(m)]
+                never_fire -= len(kept)
+                needed = _parts_and_results(kept, always)
+                entries = {
+                    t: i for t, i in entries.items() if t not in fired.unformable or t in needed
+                }
+                rule += "; then the merges that never fire and the tokens never formed"
+            else:
+                rule += f" (the merges that never fire: kept, {fired.disagreement})"
     pruned = {**data, "model": {**model, "vocab": entries, "merges": kept}}
-    return pruned, MergePruning(count, len(kept), rule, len(vocab), len(entries), ids)
+    return pruned, MergePruning(
+        count, len(kept), rule, len(vocab), len(entries), ids, never_fire=never_fire
+    )
 
 
 def normalizer_output_characters(
     data: dict[str, Any], inserted: Set[str] = frozenset()
-) -> set[str]:
+) -> Set[str]:
     """Every character the tokenizer's normalizer outputs for some input character, and for
     the text that its steps insert (``inserted``: Replace's content, Prepend's prefix)."""
     from tokenizers import Tokenizer
 
-    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    every, characters = _every_character()
     extra = "".join(sorted(inserted))
     if data.get("normalizer") is None:
-        return set(every) | set(extra)
+        return characters
     probe = Tokenizer.from_str(json.dumps({**_EMPTY_TOKENIZER, "normalizer": data["normalizer"]}))
     normalizer = probe.normalizer
     assert normalizer is not None
     # Joined with nothing between them: a per-character normalizer gives the same
     # characters as one character at a time.
     return set(normalizer.normalize_str(every)) | set(normalizer.normalize_str(extra)) | set(extra)
+
+
+@functools.cache
+def _every_character() -> tuple[str, frozenset[str]]:
+    """Every Unicode scalar value, as one string and as a set."""
+    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    return every, frozenset(every)
 
 
 _EMPTY_TOKENIZER: dict[str, Any] = {
@@ -189,6 +225,127 @@ def _per_character(node: Any, allowed: set[str], inserted: set[str]) -> bool:
     return all(_per_character(child, allowed, inserted) for child in children)
 
 
-def _can_apply(merge: Any, reachable: set[str]) -> bool:
-    parts = merge.split(" ", 1) if isinstance(merge, str) else merge
-    return all("<0x" in part or set(part) <= reachable for part in parts)
+def _pair(merge: Any) -> tuple[str, str]:
+    """A merge of the file, ``"left right"`` or ``["left", "right"]``, as its two parts."""
+    left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
+    return left, right
+
+
+def _parts_and_results(merges: list[Any], tokens: Set[str]) -> set[str]:
+    """``tokens`` and every part and result of ``merges``: entries the file must keep."""
+    needed = set(tokens)
+    for merge in merges:
+        left, right = _pair(merge)
+        needed.update((left, right, left + right))
+    return needed
+
+
+def _can_apply(merge: Any, reachable: Set[str]) -> bool:
+    return all("<0x" in part or set(part) <= reachable for part in _pair(merge))
+
+
+@dataclass(frozen=True)
+class FinalMerges:
+    """What BPE run on each token's own string ends with (see the module docstring)."""
+
+    last: dict[str, tuple[str, str]]  # token -> the merge that forms it in its lone run
+    unformable: set[str]  # tokens whose lone run does not end as the one token
+    disagreement: str = ""  # why the simulation is not to be trusted ("" when checked)
+
+    @property
+    def checked(self) -> bool:
+        return not self.disagreement
+
+    def can_fire(self, merge: Any) -> bool:
+        """False only for a merge proven never to fire: its result is formed by another
+        merge, or cannot be formed at all. Tokens not simulated keep every merge."""
+        left, right = _pair(merge)
+        token = left + right
+        if token in self.unformable:
+            return False
+        last = self.last.get(token)
+        return last is None or last == (left, right)
+
+
+def final_merges(model: dict[str, Any], vocab: dict[str, int], merges: list[Any]) -> FinalMerges:
+    """Run BPE, as `tokenizers` does, on the string of every multi-character token whose
+    characters are all entries, with ``merges`` in their order; then check each result
+    against `tokenizers`' own BPE (the same vocabulary and merges) on the same strings."""
+    from tokenizers import Tokenizer
+
+    table: dict[tuple[int, int], tuple[int, int]] = {}
+    for rank, merge in enumerate(merges):
+        left, right = _pair(merge)
+        a, b, result = vocab.get(left), vocab.get(right), vocab.get(left + right)
+        if a is not None and b is not None and result is not None:
+            table[(a, b)] = (rank, result)  # (a file with any other merge does not load)
+    names = {i: token for token, i in vocab.items()}
+    unknown = str(model.get("unk_token") or "")
+
+    def _other_start(token: str) -> bool:
+        return "<0x" in token or (bool(unknown) and unknown in token)
+
+    strings: list[str] = []
+    outcomes: list[list[int]] = []
+    last: dict[str, tuple[str, str]] = {}
+    unformable: set[str] = set()
+    for token, i in vocab.items():
+        if len(token) < 2 or any(c not in vocab for c in token) or _other_start(token):
+            # One character; or a token that a byte-fallback or unknown symbol may begin
+            # (its run starts from those, not from its characters): not simulated, all kept.
+            continue
+        symbols, final = _merge_all([vocab[c] for c in token], table)
+        strings.append(token)
+        outcomes.append(symbols)
+        if symbols == [i] and final is not None:
+            last[token] = (names[final[0]], names[final[1]])
+        else:
+            unformable.add(token)
+    lone = Tokenizer.from_str(
+        json.dumps({**_EMPTY_TOKENIZER, "model": {**model, "vocab": vocab, "merges": merges}})
+    )
+    found = [encoding.ids for encoding in lone.encode_batch(strings, add_special_tokens=False)]
+    wrong = sum(1 for a, b in zip(found, outcomes, strict=True) if a != b)
+    if wrong:
+        return FinalMerges({}, set(), f"the simulation differs from tokenizers on {wrong}")
+    return FinalMerges(last, unformable)
+
+
+def _merge_all(
+    symbols: list[int], table: dict[tuple[int, int], tuple[int, int]]
+) -> tuple[list[int], tuple[int, int] | None]:
+    """`tokenizers`' ``Word::merge_all`` without dropout: the symbols left, and the last
+    pair merged. The queue pops the lowest rank first, then the leftmost position; an entry
+    whose pair has changed since it was queued is skipped."""
+    chars = list(symbols)
+    count = len(chars)
+    before = list(range(-1, count - 1))
+    after = [*range(1, count), -1]
+    alive = [True] * count
+    queue = []
+    for pos in range(count - 1):
+        found = table.get((chars[pos], chars[pos + 1]))
+        if found is not None:
+            queue.append((found[0], pos, found[1]))
+    heapq.heapify(queue)
+    last = None
+    while queue:
+        _, pos, new = heapq.heappop(queue)
+        if not alive[pos] or after[pos] == -1:
+            continue
+        right = after[pos]
+        found = table.get((chars[pos], chars[right]))
+        if found is None or found[1] != new:
+            continue  # expired
+        last = (chars[pos], chars[right])
+        chars[pos] = new
+        alive[right] = False
+        after[pos] = after[right]
+        if after[pos] != -1:
+            before[after[pos]] = pos
+        for left in (before[pos], pos):
+            if left >= 0 and after[left] != -1:
+                found = table.get((chars[left], chars[after[left]]))
+                if found is not None:
+                    heapq.heappush(queue, (found[0], left, found[1]))
+    return [chars[pos] for pos in range(count) if alive[pos]], last
