@@ -170,28 +170,43 @@ def test_serve_exits_non_zero_on_a_bad_bundle(bundle_copy: Path) -> None:
     assert "cannot start" in result.stderr and "tokenizer.json: file not found" in result.stderr
 
 
-def test_lambda_init_starts_the_session_before_it_imports_the_web_stack(demo_dir: Path) -> None:
-    # ONNX Runtime builds the session without the GIL, so it overlaps with importing FastAPI,
-    # Mangum and Powertools only if it starts first (`lambda_function._begin_init`).
+def observed_init(model_dir: Path, at_start: str, report: str) -> dict:
+    """Import the Lambda entry point in a fresh process. When the load starts
+    (`loading.ServiceLoad`), the expression ``at_start`` is appended to ``seen``; afterwards
+    the dict expression ``report`` is printed (``entry`` is the module, None if the init
+    failed) and returned, parsed."""
     code = (
-        "import json, sys\n"
+        "import gc, json, sys\n"
         "import siglip_text.loading as loading\n"
         "start = loading.ServiceLoad.__init__\n"
         "seen = []\n"
         "def observed(self, *args, **kwargs):\n"
-        "    seen.extend(m for m in ('fastapi', 'mangum', 'aws_lambda_powertools', 'starlette')\n"
-        "                if m in sys.modules)\n"
+        f"    seen.append({at_start})\n"
         "    start(self, *args, **kwargs)\n"
         "loading.ServiceLoad.__init__ = observed\n"
-        "import siglip_text.lambda_function as entry\n"
-        "print(json.dumps({'imported_first': seen,\n"
-        "                  'timings': entry.app.state.service.init_timings.as_dict()}))\n"
+        "try:\n"
+        "    import siglip_text.lambda_function as entry\n"
+        "except Exception:\n"
+        "    entry = None\n"
+        f"print(json.dumps({report}))\n"
     )
     result = run_python(
-        code, {"SIGLIP_MODEL_DIR": str(demo_dir), "POWERTOOLS_TRACE_DISABLED": "true"}
+        code, {"SIGLIP_MODEL_DIR": str(model_dir), "POWERTOOLS_TRACE_DISABLED": "true"}
     )
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_lambda_init_starts_the_session_before_it_imports_the_web_stack(demo_dir: Path) -> None:
+    # ONNX Runtime builds the session without the GIL, so it overlaps with importing FastAPI,
+    # Mangum and Powertools only if it starts first (`lambda_function._begin_init`).
+    report = observed_init(
+        demo_dir,
+        "[m for m in ('fastapi', 'mangum', 'aws_lambda_powertools', 'starlette')"
+        " if m in sys.modules]",
+        "{'imported_first': [m for found in seen for m in found],"
+        " 'timings': entry.app.state.service.init_timings.as_dict()}",
+    )
     assert report["imported_first"] == []
     assert set(report["timings"]) >= {"tokenizer_s", "session_s", "session_wait_s", "probe_s"}
 
@@ -205,28 +220,12 @@ def test_lambda_init_pauses_the_collector_and_resumes_it_either_way(
     # failed one (a test process that imports the entry point goes on collecting).
     if not intact:
         (bundle_copy / "text_model.onnx").write_bytes(b"not an onnx graph")
-    code = (
-        "import gc, json\n"
-        "paused = []\n"
-        "import siglip_text.loading as loading\n"
-        "start = loading.ServiceLoad.__init__\n"
-        "def observed(self, *args, **kwargs):\n"
-        "    paused.append(not gc.isenabled())\n"
-        "    start(self, *args, **kwargs)\n"
-        "loading.ServiceLoad.__init__ = observed\n"
-        "try:\n"
-        "    import siglip_text.lambda_function\n"
-        "    failed = False\n"
-        "except Exception:\n"
-        "    failed = True\n"
-        "print(json.dumps({'paused': paused, 'failed': failed, 'enabled': gc.isenabled(),\n"
-        "                  'frozen': gc.get_freeze_count()}))\n"
+    report = observed_init(
+        bundle_copy,
+        "not gc.isenabled()",
+        "{'paused': seen, 'failed': entry is None, 'enabled': gc.isenabled(),"
+        " 'frozen': gc.get_freeze_count()}",
     )
-    result = run_python(
-        code, {"SIGLIP_MODEL_DIR": str(bundle_copy), "POWERTOOLS_TRACE_DISABLED": "true"}
-    )
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["failed"] is not intact
     assert report["paused"] == [True]
     assert report["enabled"] is True

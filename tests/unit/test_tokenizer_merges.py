@@ -20,7 +20,10 @@ from siglip_text.config import demo_model_dir
 from siglip_text.errors import ModelLoadError
 from siglip_text.tokenization import SiglipTokenizer
 from siglip_text.tools.export.tokenizer import apply_contract
-from siglip_text.tools.export.tokenizer_merges import prune_unreachable_merges
+from siglip_text.tools.export.tokenizer_merges import (
+    EMPTY_TOKENIZER,
+    prune_unreachable_merges,
+)
 from siglip_text.tools.texts import EDGE_CASE_TEXTS, synthetic_captions
 from tokenizers import Tokenizer
 
@@ -176,23 +179,11 @@ def test_a_normalizer_that_is_not_per_character_keeps_every_merge() -> None:
 def _bpe(vocab: list[str], merges: list[str]) -> dict[str, Any]:
     """A bare BPE tokenizer.json: no normalizer, no pre-tokenizer."""
     tokens = {token: i for i, token in enumerate(["<unk>", *vocab])}
+    model = {"unk_token": "<unk>", "fuse_unk": False, "byte_fallback": False}
     return {
-        **_BARE,
-        "model": {**_BARE["model"], "vocab": tokens, "merges": merges},
+        **EMPTY_TOKENIZER,
+        "model": {**EMPTY_TOKENIZER["model"], **model, "vocab": tokens, "merges": merges},
     }
-
-
-_BARE: dict[str, Any] = {
-    "version": "1.0",
-    "truncation": None,
-    "padding": None,
-    "added_tokens": [],
-    "normalizer": None,
-    "pre_tokenizer": None,
-    "post_processor": None,
-    "decoder": None,
-    "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": False, "byte_fallback": False},
-}
 
 
 def _bare_ids(data: dict[str, Any], texts: list[str]) -> list[list[int]]:

@@ -154,18 +154,10 @@ def prune_unreachable_merges(data: dict[str, Any]) -> tuple[dict[str, Any], Merg
         }
         rule += ", and the entries no such text can produce"
         if model.get("dropout") is None and not model.get("ignore_merges"):
-            fired = final_merges(model, entries, kept)
-            if fired.checked:
-                never_fire = len(kept)
-                kept = [m for m in kept if fired.can_fire(m)]
-                never_fire -= len(kept)
-                needed = _parts_and_results(kept, always)
-                entries = {
-                    t: i for t, i in entries.items() if t not in fired.unformable or t in needed
-                }
-                rule += "; then the merges that never fire and the tokens never formed"
-            else:
-                rule += f" (the merges that never fire: kept, {fired.disagreement})"
+            before = len(kept)
+            kept, entries, note = _drop_merges_that_never_fire(model, entries, kept, always)
+            never_fire = before - len(kept)
+            rule += note
     pruned = {**data, "model": {**model, "vocab": entries, "merges": kept}}
     return pruned, MergePruning(
         count, len(kept), rule, len(vocab), len(entries), ids, never_fire=never_fire
@@ -183,7 +175,7 @@ def normalizer_output_characters(
     extra = "".join(sorted(inserted))
     if data.get("normalizer") is None:
         return characters
-    probe = Tokenizer.from_str(json.dumps({**_EMPTY_TOKENIZER, "normalizer": data["normalizer"]}))
+    probe = Tokenizer.from_str(json.dumps({**EMPTY_TOKENIZER, "normalizer": data["normalizer"]}))
     normalizer = probe.normalizer
     assert normalizer is not None
     # Joined with nothing between them: a per-character normalizer gives the same
@@ -198,7 +190,8 @@ def _every_character() -> tuple[str, frozenset[str]]:
     return every, frozenset(every)
 
 
-_EMPTY_TOKENIZER: dict[str, Any] = {
+#: A tokenizer.json with nothing but an empty BPE model: the base of the probes built here.
+EMPTY_TOKENIZER: dict[str, Any] = {
     "version": "1.0",
     "truncation": None,
     "padding": None,
@@ -223,6 +216,20 @@ def _per_character(node: Any, allowed: set[str], inserted: set[str]) -> bool:
             inserted.update(node[key])
     children = node.get("normalizers") or node.get("pretokenizers") or []
     return all(_per_character(child, allowed, inserted) for child in children)
+
+
+def _drop_merges_that_never_fire(
+    model: dict[str, Any], entries: dict[str, int], merges: list[Any], always: Set[str]
+) -> tuple[list[Any], dict[str, int], str]:
+    """The second rule (see the module docstring): the merges and entries kept, and what to
+    add to the rule's description."""
+    fired = final_merges(model, entries, merges)
+    if not fired.checked:
+        return merges, entries, f" (the merges that never fire: kept, {fired.disagreement})"
+    kept = [m for m in merges if fired.can_fire(m)]
+    needed = _parts_and_results(kept, always)
+    entries = {t: i for t, i in entries.items() if t not in fired.unformable or t in needed}
+    return kept, entries, "; then the merges that never fire and the tokens never formed"
 
 
 def _pair(merge: Any) -> tuple[str, str]:
@@ -302,7 +309,7 @@ def final_merges(model: dict[str, Any], vocab: dict[str, int], merges: list[Any]
         else:
             unformable.add(token)
     lone = Tokenizer.from_str(
-        json.dumps({**_EMPTY_TOKENIZER, "model": {**model, "vocab": vocab, "merges": merges}})
+        json.dumps({**EMPTY_TOKENIZER, "model": {**model, "vocab": vocab, "merges": merges}})
     )
     found = [encoding.ids for encoding in lone.encode_batch(strings, add_special_tokens=False)]
     wrong = sum(1 for a, b in zip(found, outcomes, strict=True) if a != b)
