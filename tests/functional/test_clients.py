@@ -1,6 +1,7 @@
-"""The README's client snippets, run as written against a live `siglip-text serve --demo`.
+"""The documentation's client snippets (docs/clients.md, and the README's first example), run
+as written against a live `siglip-text serve --demo`.
 
-Each Python snippet is executed (the README's base URL swapped for the live server's) and
+Each Python snippet is executed (the docs' base URL swapped for the live server's) and
 its ``vectors`` are compared with a direct ``encoding_format="float"`` request for the same
 texts. The clients come from the ``clients`` extra; a missing one skips its test, naming it.
 The Node snippet runs when node and the ``openai`` npm package (installed by .ci/run into
@@ -89,12 +90,13 @@ def direct_float(base: str, texts: list[str]) -> np.ndarray:
 
 
 def run_python(name: str, base: str) -> tuple[dict[str, Any], str]:
-    """Execute a README snippet against ``base``; its namespace and what it printed."""
-    code = snippet(name).against(base)
+    """Execute a documented snippet against ``base``; its namespace and what it printed."""
+    block = snippet(name)
+    code = block.against(base)
     namespace: dict[str, Any] = {"__name__": f"readme_{name.replace('-', '_')}"}
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(code, f"README.md <!-- snippet: {name} -->", "exec"), namespace)
+        exec(compile(code, f"{block.source} <!-- snippet: {name} -->", "exec"), namespace)
     return namespace, printed.getvalue()
 
 
@@ -104,17 +106,22 @@ def cosines(got: Any, expected: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", vectors, expected) / np.linalg.norm(vectors, axis=1)
 
 
-def test_every_snippet_in_the_readme_has_a_test() -> None:
+def test_every_snippet_in_the_docs_has_a_test() -> None:
     tested = {*PYTHON_CLIENTS, "node-openai", "rank-captions"}
-    assert set(blocks("snippet")) == tested
+    found = blocks("snippet")
+    assert set(found) == tested
     assert set(blocks("output")) == {"rank-captions"}
+    # the README's demo shows the first example; docs/clients.md holds every client's
+    assert {name: block.source for name, block in found.items()} == {
+        name: "README.md" if name == "rank-captions" else "docs/clients.md" for name in tested
+    }
 
 
 @pytest.mark.parametrize("name", list(PYTHON_CLIENTS))
 def test_python_client_snippet_gives_the_direct_float_vectors(server: str, name: str) -> None:
     if not _installed(PYTHON_CLIENTS[name]):
         pytest.skip(f"{PYTHON_CLIENTS[name]} is not installed (pip install -e '.[clients]')")
-    # GIVEN the README's snippet for this client, pointed at a live demo server
+    # GIVEN the documented snippet for this client, pointed at a live demo server
     expected = direct_float(server, TEXTS)
     # WHEN it runs as written
     namespace, printed = run_python(name, server)
@@ -123,7 +130,7 @@ def test_python_client_snippet_gives_the_direct_float_vectors(server: str, name:
     assert printed.strip() == "2 vectors of 32"
 
 
-def test_llama_index_model_argument_refuses_the_id_as_the_readme_says() -> None:
+def test_llama_index_model_argument_refuses_the_id_as_the_docs_say() -> None:
     if not _installed("llama_index.embeddings.openai"):
         pytest.skip("llama-index-embeddings-openai is not installed")
     from llama_index.embeddings.openai import OpenAIEmbedding
@@ -142,7 +149,7 @@ def test_node_openai_snippet_gives_the_direct_float_vectors(server: str, tmp_pat
     expected = direct_float(server, TEXTS)
     (tmp_path / "node_modules").symlink_to(NODE_MODULES)
     script = tmp_path / "embed.mjs"
-    # The README's code as written, plus one line that hands its vectors to this test.
+    # The documented code as written, plus one line that hands its vectors to this test.
     script.write_text(
         snippet("node-openai").against(server) + "console.log(JSON.stringify(vectors));\n"
     )

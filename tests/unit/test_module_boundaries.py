@@ -57,10 +57,10 @@ def test_the_command_line_loads_only_the_chosen_command(argv: list[str]) -> None
         assert "torch" not in loaded
 
 
-def test_readme_layout_names_every_module_of_the_package() -> None:
-    # GIVEN the "Layout" section of the README and the package's modules on disk
-    readme = (ROOT / "README.md").read_text()
-    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+def test_architecture_layout_names_every_module_of_the_package() -> None:
+    # GIVEN the "Layout" section of docs/architecture.md and the package's modules on disk
+    architecture = (ROOT / "docs" / "architecture.md").read_text()
+    layout = architecture.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
     package = ROOT / "handler" / "siglip_text"
     modules = {
         path.relative_to(package).as_posix()
@@ -76,4 +76,4 @@ def test_readme_layout_names_every_module_of_the_package() -> None:
         return f"{path.parent.name}/" in layout and path.stem in layout
 
     missing = {module for module in modules if not named(module)}
-    assert not missing, f"README 'Layout' does not name: {sorted(missing)}"
+    assert not missing, f"docs/architecture.md 'Layout' does not name: {sorted(missing)}"
