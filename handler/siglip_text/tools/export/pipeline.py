@@ -54,9 +54,10 @@ from .checks import (
     describe_checkpoint_tokenizer,
     measure_int8_fidelity,
 )
-from .graph import DEFAULT_OPSET, external_data_path, optimize_graph
-from .optimize import build_graph
+from .onnx_export import DEFAULT_OPSET, external_data_path
+from .ort_optimize import optimize_graph
 from .tokenizer import apply_contract, check_vocabulary
+from .tower_graph import build_graph
 
 
 @dataclass
