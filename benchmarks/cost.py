@@ -13,6 +13,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from siglip_text.config import LAMBDA_MB_PER_VCPU
+
 GB_SECOND_USD = {"x86_64": 0.0000166667, "arm64": 0.0000133334}
 LAMBDA_REQUEST_USD_PER_MILLION = 0.20
 #: What each frontend adds per million requests. template.yaml deploys rest-api or
@@ -20,7 +22,6 @@ LAMBDA_REQUEST_USD_PER_MILLION = 0.20
 FRONTEND_USD_PER_MILLION = {"rest-api": 3.50, "http-api": 1.00, "function-url": 0.0}
 FRONTEND_LABEL = {"rest-api": "REST API", "http-api": "HTTP API", "function-url": "function URL"}
 ARCHITECTURES = ("x86_64", "arm64")
-MB_PER_VCPU = 1769
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class Cost:
 
 def vcpus(memory_mb: int) -> float:
     """Lambda's CPU share grows linearly with memory: one full vCPU at 1,769 MB."""
-    return memory_mb / MB_PER_VCPU
+    return memory_mb / LAMBDA_MB_PER_VCPU
 
 
 def cost_per_million(

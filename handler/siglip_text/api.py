@@ -1,7 +1,8 @@
 """The HTTP surface: ``create_app(service)`` builds the FastAPI app.
 
-This is the only module that imports FastAPI, and `ERRORS` is the one place where an error
-kind becomes an HTTP status and an OpenAI error type. Every error body has OpenAI's shape.
+This is the only module that imports FastAPI. Every error body has OpenAI's shape and is
+written by `http_errors`, whose `ERRORS` is the one place where an error kind becomes an HTTP
+status and an OpenAI error type.
 The request path: read the body (bounded), parse and validate it in one pass, check it
 against the served model (`validate_request` returns tagged inputs), take an admission slot,
 embed. Everything under ``/v1`` takes the API key (a router dependency); ``/health`` is open.
@@ -16,7 +17,7 @@ from typing import Any, Protocol
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -26,47 +27,25 @@ from .admission import Admission
 from .config import Settings
 from .errors import (
     FOREIGN_TOKEN_IDS_HINT,
-    AuthenticationError,
-    ConfigError,
     InferenceError,
     InvalidInputError,
-    ModelLoadError,
     ModelNotFoundError,
-    OverloadedError,
-    PayloadTooLargeError,
-    ShuttingDownError,
     SiglipError,
     TokenIdInputsRejectedError,
     TooManyInputsError,
 )
+from .http_errors import body_too_large, declares_more_than, error_answer, error_json
 from .schemas import (
     EncodingFormat,
     ErrorResponse,
     OpenAICompatEmbeddingRequest,
     OpenAICompatEmbeddingResponse,
     embeddings_response,
-    error_body,
 )
 from .service import Embeddings, EmbeddingService, Inputs, TextInputs, TokenIdInputs
 
 logger = logging.getLogger("siglip_text.api")
 
-#: Each error kind -> (HTTP status, OpenAI error ``type``). A kind not listed is a 500.
-ERRORS: dict[type[SiglipError], tuple[int, str]] = {
-    InvalidInputError: (400, "invalid_request_error"),
-    AuthenticationError: (401, "invalid_request_error"),
-    ModelNotFoundError: (404, "invalid_request_error"),
-    PayloadTooLargeError: (413, "invalid_request_error"),
-    TooManyInputsError: (413, "invalid_request_error"),
-    OverloadedError: (429, "rate_limit_error"),
-    ShuttingDownError: (503, "server_error"),
-    InferenceError: (500, "server_error"),
-    ModelLoadError: (500, "server_error"),
-    ConfigError: (500, "server_error"),
-}
-SERVER_ERROR = (500, "server_error")
-RETRY_AFTER_SECONDS = "1"
-INTERNAL_ERROR_MESSAGE = "The server had an error while processing your request."
 INPUT_SHAPE_MESSAGE = (
     "'input' must be a string, an array of strings, an array of token ids "
     "(integers), or an array of arrays of token ids"
@@ -85,14 +64,6 @@ class RequestObserver(Protocol):
 
 #: Checks the ``Authorization`` header value; raises AuthenticationError when it is wrong.
 Authenticator = Callable[[str | None], None]
-
-
-def status_for(exc: SiglipError) -> tuple[int, str]:
-    """The HTTP status and OpenAI type of an error (its nearest listed base class)."""
-    for kind in type(exc).__mro__:
-        if kind in ERRORS:
-            return ERRORS[kind]
-    return SERVER_ERROR
 
 
 def create_app(
@@ -129,26 +100,23 @@ def create_app(
     app.state.service = service
     app.state.admission = admission
 
-    def error_response(exc: SiglipError) -> JSONResponse:
-        status, error_type = status_for(exc)
-        message = exc.message if status < 500 else INTERNAL_ERROR_MESSAGE
-        headers = {"Retry-After": RETRY_AFTER_SECONDS} if status == 429 else None
-        if status == 401:
-            headers = {"WWW-Authenticate": "Bearer"}
+    def error_response(exc: SiglipError) -> Response:
+        answer = error_answer(exc)
         if observer is not None:
-            observer.request_failed(status=status, code=exc.code)
-        return JSONResponse(
-            error_body(message, type=error_type, param=exc.param, code=exc.code),
-            status_code=status,
-            headers=headers,
+            observer.request_failed(status=answer.status, code=exc.code)
+        return Response(
+            answer.body,
+            status_code=answer.status,
+            headers=answer.headers,
+            media_type="application/json",
         )
 
     @app.exception_handler(SiglipError)
-    async def _siglip_error(request: Request, exc: SiglipError) -> JSONResponse:
+    async def _siglip_error(request: Request, exc: SiglipError) -> Response:
         return error_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 404:
             message = (
                 f"Invalid URL ({_short(request.method, 20)} {_short(request.url.path, 100)}); "
@@ -162,14 +130,15 @@ def create_app(
             message, code = str(exc.detail), None
         if observer is not None:
             observer.request_failed(status=exc.status_code, code=code)
-        return JSONResponse(
-            error_body(message, type="invalid_request_error", param=None, code=code),
+        return Response(
+            error_json(message, type="invalid_request_error", param=None, code=code),
             status_code=exc.status_code,
             headers=getattr(exc, "headers", None),
+            media_type="application/json",
         )
 
     @app.exception_handler(RequestValidationError)
-    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
         return error_response(InvalidInputError("the request is not valid"))
 
     @app.get("/health", summary="Model identity and runtime versions")
@@ -178,7 +147,7 @@ def create_app(
         return {
             "status": "ok",
             **described,
-            "intra_op_threads": settings.intra_op_threads(),
+            "intra_op_threads": service.intra_op_threads,
             "max_inputs_per_request": settings.max_inputs_per_request,
             "init": service.init_timings.as_dict(),
             "cache": service.cache_stats(),
@@ -264,18 +233,14 @@ def create_app(
 
 async def _read_body(request: Request, limit: int) -> bytes:
     """The body, refused with 413 as soon as it is known to exceed ``limit`` bytes."""
-    declared = request.headers.get("content-length", "")
-    # Only plain ASCII digits: str.isdigit() also accepts '²', which int() refuses, and int()
-    # refuses more than 4300 digits; the streamed count below is the check that counts.
-    digits = declared.lstrip("0") if declared.isascii() and declared.isdigit() else ""
-    if len(digits) > len(str(limit)) or (digits and int(digits) > limit):
-        raise PayloadTooLargeError(f"request body is larger than {limit} bytes")
+    if declares_more_than(request.headers.get("content-length"), limit):
+        raise body_too_large(limit)
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise PayloadTooLargeError(f"request body is larger than {limit} bytes")
+            raise body_too_large(limit)
         chunks.append(chunk)
     return b"".join(chunks)
 

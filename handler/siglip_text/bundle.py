@@ -27,7 +27,7 @@ TOKENIZER_FILE = "tokenizer.json"
 
 REVISION_PATTERN = r"^[0-9a-fA-F]{40}$"
 
-#: The ONNX Runtime optimization level export applies once, offline (tools/export/graph.py).
+#: The ONNX Runtime optimization level export applies once, offline (tools/export/ort_optimize.py).
 #: "extended" is portable across CPUs ("all" adds layout transforms that tie a saved graph to
 #: one instruction set); a graph recorded with it loads with optimizations off.
 OFFLINE_OPTIMIZATION = "extended"
@@ -58,7 +58,7 @@ class FileEntry(BaseModel):
 
 
 class GraphBuild(BaseModel):
-    """How export wrote the graph (tools/export/optimize.py), for the manifest.
+    """How export wrote the graph (tools/export/tower_graph.py), for the manifest.
 
     ``forward``: ``fusible`` is the tower rewritten for ONNX Runtime's fused kernels,
     ``transformers`` the library's own forward; ``last_layer``: whether the last layer

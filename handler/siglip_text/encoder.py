@@ -54,6 +54,7 @@ class OnnxEncoder:
         self.dimension = dimension
         self.max_length = max_length
         self.max_batch_size = config.max_batch_size
+        self.intra_op_threads = config.intra_op_threads
         self.session = _create_session(path, config)
         self._mask_dtype = self._check_inputs()
         self._check_output()

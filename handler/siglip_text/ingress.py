@@ -29,16 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .admission import Admission
-from .api import RETRY_AFTER_SECONDS, status_for
 from .errors import OverloadedError, PayloadTooLargeError, ShuttingDownError, SiglipError
-from .schemas import error_body
+from .http_errors import body_too_large, declares_more_than, error_answer, status_for
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -113,8 +111,7 @@ class Ingress:
         if self._expired:
             await self._refuse(exchange, scope, receive, _shutting_down(), body_left=True)
             return
-        declared = _declared_length(scope)
-        if declared is not None and declared > self.max_body_bytes:
+        if declares_more_than(_header(scope, b"content-length"), self.max_body_bytes):
             await self._refuse(exchange, scope, receive, self._too_large(), body_left=True)
             return
         admitted = contextlib.ExitStack()
@@ -196,7 +193,7 @@ class Ingress:
             self.observer.request_failed(status=status_for(error)[0], code=error.code)
 
     def _too_large(self) -> PayloadTooLargeError:
-        return PayloadTooLargeError(f"request body is larger than {self.max_body_bytes} bytes")
+        return body_too_large(self.max_body_bytes)
 
     # --- shutdown ---------------------------------------------------------------------------
 
@@ -261,21 +258,18 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 async def _send_error(send: Send, error: SiglipError, *, more_body: bool = False) -> None:
     """The OpenAI-shaped error, ``Connection: close``; ``more_body`` leaves it open to drain."""
-    status, error_type = status_for(error)
-    payload = json.dumps(
-        error_body(error.message, type=error_type, param=error.param, code=error.code),
-        ensure_ascii=False,
-        separators=(",", ":"),  # as the app's own error bodies (Starlette's JSONResponse)
-    ).encode()
+    answer = error_answer(error)
     headers = [
         (b"content-type", b"application/json"),
-        (b"content-length", str(len(payload)).encode()),
+        (b"content-length", str(len(answer.body)).encode()),
         (b"connection", b"close"),
+        *(
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in answer.headers.items()
+        ),
     ]
-    if status in (429, 503):
-        headers.append((b"retry-after", RETRY_AFTER_SECONDS.encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload, "more_body": more_body})
+    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+    await send({"type": "http.response.body", "body": answer.body, "more_body": more_body})
 
 
 async def _drain(receive: Receive) -> None:
@@ -312,15 +306,6 @@ def _has_body(scope: Scope) -> bool:
         return True
     value = _header(scope, b"content-length")
     return value is not None and value.lstrip(b"0") != b""
-
-
-def _declared_length(scope: Scope) -> int | None:
-    """The ``Content-Length`` if it is plain ASCII digits, else None (the body is counted)."""
-    value = _header(scope, b"content-length")
-    if value is None or not value.isdigit():
-        return None
-    digits = value.lstrip(b"0") or b"0"
-    return int(digits) if len(digits) <= 18 else 10**18  # never int() of 5,000 digits
 
 
 def _expects_continue(scope: Scope) -> bool:

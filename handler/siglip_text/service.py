@@ -136,6 +136,11 @@ class EmbeddingService:
     def max_tokens(self) -> int:
         return self.manifest.text_max_token_length
 
+    @property
+    def intra_op_threads(self) -> int:
+        """The threads the ONNX Runtime session was built with (what /health reports)."""
+        return self.encoder.intra_op_threads
+
     def embed(self, inputs: Inputs) -> Embeddings:
         """Embed texts or token-id sequences, whichever the inputs are."""
         if isinstance(inputs, TextInputs):

@@ -323,7 +323,7 @@ def test_export_refuses_a_non_empty_output_directory(
 
 def test_fusible_tower_computes_transformers_pooled_output(loaded: Any) -> None:
     import torch
-    from siglip_text.tools.export.optimize import fusible_tower
+    from siglip_text.tools.export.fusible import fusible_tower
 
     # GIVEN random ids (pads, EOS and content anywhere), WHEN both forwards run
     ids = torch.randint(0, loaded.tower.config.vocab_size, (5, 64), generator=torch.manual_seed(3))
@@ -373,10 +373,10 @@ def test_export_check_catches_a_last_layer_that_pools_the_wrong_position(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from siglip_text.tools.export import optimize
+    from siglip_text.tools.export import fusible
 
     # GIVEN a pooled-position rewrite that computes the first position, not the last
-    monkeypatch.setattr(optimize, "POOLED_POSITION", 0)
+    monkeypatch.setattr(fusible, "POOLED_POSITION", 0)
 
     # WHEN exported, THEN the check against PyTorch fails it: no manifest, not servable
     assert _export(checkpoint, tmp_path / "wrong") == 1
@@ -562,7 +562,7 @@ def test_export_of_a_text_model_alone_records_no_logit_scale(tmp_path: Path) -> 
 def test_external_data_graph_is_one_data_file_that_serve_loads(
     loaded: Any, fp32_bundle: Path, tmp_path: Path
 ) -> None:
-    from siglip_text.tools.export.graph import export_text_tower
+    from siglip_text.tools.export.onnx_export import export_text_tower
 
     # GIVEN a graph whose weights are stored outside it, as large and so400m need
     bundle = tmp_path / "bundle"

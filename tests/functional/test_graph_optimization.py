@@ -13,7 +13,8 @@ from siglip_text.bundle import sha256_file
 from siglip_text.config import load_settings
 from siglip_text.errors import ModelLoadError
 from siglip_text.loading import load_service
-from siglip_text.tools.export.graph import external_data_path, optimize_graph, save_onnx
+from siglip_text.tools.export.onnx_export import external_data_path, save_onnx
+from siglip_text.tools.export.ort_optimize import optimize_graph
 
 TEXTS = ["a photo of a cat", "A RED BLOCK", "猫の写真", "🐱 " * 40]
 

@@ -10,7 +10,7 @@ from ...errors import SiglipError
 from ..errors import EXIT_CHECK_FAILED, EXIT_OK, CheckFailed
 from ..lowercase import LOWERCASE_CHOICES
 from .checks import FP32_MIN_COSINE, INT8_MIN_COSINE
-from .graph import DEFAULT_OPSET
+from .onnx_export import DEFAULT_OPSET
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

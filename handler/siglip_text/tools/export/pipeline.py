@@ -54,9 +54,10 @@ from .checks import (
     describe_checkpoint_tokenizer,
     measure_int8_fidelity,
 )
-from .graph import DEFAULT_OPSET, external_data_path, optimize_graph
-from .optimize import build_graph
+from .onnx_export import DEFAULT_OPSET, external_data_path
+from .ort_optimize import optimize_graph
 from .tokenizer import apply_contract, check_vocabulary
+from .tower_graph import build_graph
 
 
 @dataclass
@@ -82,7 +83,7 @@ class ExportOptions:
     # ONNX Runtime's graph optimizations, applied once here (see graph.optimize_graph).
     optimize: bool = True
     # The tower written for ONNX Runtime's fused kernels, last layer at the pooled position
-    # only (optimize.py); False exports transformers' own forward.
+    # only (fusible.py); False exports transformers' own forward.
     fuse: bool = True
     # int8: one weight scale per output column (True) or per tensor.
     per_channel: bool = True

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .graph import external_data_path, save_onnx
+from .onnx_export import external_data_path, save_onnx
 
 
 @dataclass(frozen=True)

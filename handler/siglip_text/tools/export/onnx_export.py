@@ -1,4 +1,5 @@
-"""Export a SigLIP / SigLIP 2 text tower to ONNX. Needs the ``export`` extra (torch).
+"""Export a SigLIP / SigLIP 2 text tower to ONNX, and save ONNX graphs (one file, or the graph
+plus one ``.data`` file). Exporting needs the ``export`` extra (torch).
 
 The graph takes ``input_ids`` ``[batch, L]`` int64 only (no attention mask: SigLIP attends to
 every position) and returns ``text_embeds`` = the pooled output after the head, not
@@ -9,8 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-
-from ...bundle import OFFLINE_OPTIMIZATION
 
 PROTOBUF_LIMIT = 2 * 1024**3
 DEFAULT_OPSET = 17
@@ -32,7 +31,7 @@ def export_text_tower(
 ) -> None:
     """Write ``path``, and ``path.data`` when the weights exceed protobuf's 2 GB limit.
 
-    ``fusible`` exports `optimize.fusible_tower` (the same outputs, written for ONNX
+    ``fusible`` exports `fusible.fusible_tower` (the same outputs, written for ONNX
     Runtime's fused kernels, last layer at the pooled position only) instead of
     transformers' own forward.
 
@@ -58,7 +57,7 @@ def export_text_tower(
             return pooled
 
     if fusible:
-        from .optimize import fusible_tower
+        from .fusible import fusible_tower
 
         wrapper = fusible_tower(tower)
     else:
@@ -139,45 +138,3 @@ def _tensor_bytes(tensor: Any) -> int:
         return len(tensor.raw_data)
     count = int(np.prod(tensor.dims)) if tensor.dims else 1
     return count * np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
-
-
-def optimize_graph(path: Path, *, external_data: bool = True) -> None:
-    """Apply ONNX Runtime's graph optimizations once, offline, and save in place.
-
-    The serving session then loads the result without optimizing again (see
-    ``encoder.optimization_level``): fusions such as MatMul+Add, LayerNorm, Gelu and the int8
-    ``DynamicQuantizeMatMul`` are done here, not in every Lambda init. Weights go to one
-    ``.data`` file next to the graph, which ONNX Runtime memory-maps at load, unless
-    ``external_data`` is False (``--single-file``: one file, below protobuf's 2 GB).
-    """
-    import shutil
-    import tempfile
-
-    import onnxruntime as ort
-
-    from ...encoder import OPTIMIZATION_LEVELS
-
-    scratch = Path(tempfile.mkdtemp(prefix=".optimize-", dir=path.parent))
-    try:
-        staged = scratch / path.name
-        options = ort.SessionOptions()
-        options.graph_optimization_level = OPTIMIZATION_LEVELS[OFFLINE_OPTIMIZATION]
-        options.optimized_model_filepath = str(staged)
-        if external_data:
-            options.add_session_config_entry(
-                "session.optimized_model_external_initializers_file_name",
-                external_data_path(staged).name,
-            )
-            options.add_session_config_entry(
-                "session.optimized_model_external_initializers_min_size_in_bytes", "1024"
-            )
-        options.log_severity_level = 3
-        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        external_data_path(path).unlink(missing_ok=True)
-        if external_data:
-            external_data_path(staged).chmod(0o644)
-            external_data_path(staged).replace(external_data_path(path))
-        staged.chmod(0o644)
-        staged.replace(path)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
