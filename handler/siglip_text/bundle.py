@@ -94,6 +94,24 @@ class TokenizerMerges(BaseModel):
     token_ids: StrictInt | None = Field(default=None, gt=0)
 
 
+class SelfCheck(BaseModel):
+    """What init compares its probe with (loading.py): the probe text's vector as the fp32
+    graph computed it at export, and the lowest cosine this bundle's vector may have to it.
+
+    ``measured_cosine`` is what the exporting CPU (``measured_on``) computed with this bundle;
+    ``min_cosine`` is that less a margin (``self_check.MARGIN``): a CPU whose kernels compute
+    different products (an int8 kernel that saturates) falls below it.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    text: str
+    reference: list[float] = Field(min_length=1)
+    min_cosine: float = Field(ge=-1.0, le=1.0)
+    measured_cosine: float | None = None
+    measured_on: str | None = None
+
+
 class Manifest(BaseModel):
     """What the artifacts claim to be. ``revision`` must be an immutable commit SHA."""
 
@@ -127,6 +145,7 @@ class Manifest(BaseModel):
     export_check: dict[str, Any] | None = None
     quantization: dict[str, Any] | None = None
     fidelity: dict[str, Any] | None = None
+    self_check: SelfCheck | None = None
     checkpoint_tokenizer: dict[str, Any] | None = None  # what transformers makes of it
 
     @field_validator("repository")

@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from .bundle import BundlePaths, Manifest, check_file, load_manifest
 from .config import Settings
 from .encoder import OnnxEncoder, SessionConfig
-from .service import EmbeddingService, InitTimings
+from .self_check import check_int8_kernel, check_reference
+from .service import PROBE_TEXT, EmbeddingService, InitTimings
 from .tokenization import SiglipTokenizer
 
 
@@ -124,8 +125,9 @@ class ServiceLoad:
         pool.shutdown(wait=False)  # the thread ends with its one task
 
     def result(self) -> EmbeddingService:
-        """The service, probed; raises ModelLoadError (the session's error first: the graph
-        is checked before the tokenizer)."""
+        """The service, probed and self-checked on this CPU (self_check.py); raises
+        ModelLoadError (the session's error first: the graph is checked before the
+        tokenizer)."""
         timings = self.timings
         try:
             began = time.perf_counter()
@@ -144,6 +146,8 @@ class ServiceLoad:
             self.manifest, tokenizer, encoder, cache_size=self.cache_size, init_timings=timings
         )
         began = time.perf_counter()
-        service.probe()
+        check_int8_kernel(self.manifest)
+        vector = service.probe()
+        check_reference(self.manifest, PROBE_TEXT, vector)
         timings.probe_s = time.perf_counter() - began
         return service

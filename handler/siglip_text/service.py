@@ -203,11 +203,13 @@ class EmbeddingService:
             },
         }
 
-    def probe(self) -> None:
+    def probe(self) -> np.ndarray:
         """A real inference through every stage, with the highest token id of the vocabulary.
 
         Catches a graph whose embedding table is smaller than the tokenizer's vocabulary, a
         graph that returns NaN or zeros, and output shape mismatches, before any request.
+        Returns the vector of `PROBE_TEXT` (the init's self-check compares it with the
+        manifest's reference).
         """
         try:
             text = self.embed_texts([PROBE_TEXT])
@@ -227,3 +229,5 @@ class EmbeddingService:
             norm = float(np.linalg.norm(vectors[0]))
             if abs(norm - 1.0) > 1e-3:
                 raise ModelLoadError(f"inference probe failed: vector norm {norm}, expected 1")
+        vector: np.ndarray = text.vectors[0]
+        return vector

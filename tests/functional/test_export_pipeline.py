@@ -37,7 +37,12 @@ from siglip_text.tools.files import write_jsonl  # noqa: E402
 from siglip_text.tools.reference import make_reference  # noqa: E402
 
 from tests.support.references import pipeline_reference  # noqa: E402
-from tests.support.tiny_checkpoint import REPOSITORY, REVISION, make_tiny_checkpoint  # noqa: E402
+from tests.support.tiny_checkpoint import (  # noqa: E402
+    REPOSITORY,
+    REVISION,
+    make_tiny_checkpoint,
+)
+from tests.support.tiny_checkpoint import export_tiny as _export  # noqa: E402
 
 pytestmark = pytest.mark.export
 
@@ -53,26 +58,6 @@ TEXTS = [
     "ΟΔΟΣ at night",
     "The Robot Arm",
 ]
-
-
-def _export(checkpoint: Path, out: Path, *extra: str) -> int:
-    return main(
-        [
-            "export",
-            str(checkpoint),
-            "--out",
-            str(out),
-            "--repository",
-            REPOSITORY,
-            "--revision",
-            REVISION,
-            "--threads",
-            "1",
-            "--fidelity-corpus",
-            "128",
-            *extra,
-        ]
-    )
 
 
 def _service(bundle: Path) -> EmbeddingService:

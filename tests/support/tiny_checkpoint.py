@@ -82,3 +82,27 @@ def make_tiny_checkpoint(directory: Path, *, hidden: int = 32) -> Path:
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+def export_tiny(checkpoint: Path, out: Path, *extra: str) -> int:
+    """``siglip-text export`` of the tiny checkpoint (one thread, a small fidelity corpus);
+    returns the exit status."""
+    from siglip_text.cli import main
+
+    return main(
+        [
+            "export",
+            str(checkpoint),
+            "--out",
+            str(out),
+            "--repository",
+            REPOSITORY,
+            "--revision",
+            REVISION,
+            "--threads",
+            "1",
+            "--fidelity-corpus",
+            "128",
+            *extra,
+        ]
+    )

@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...bundle import Lowercase
+from ...bundle import Lowercase, SelfCheck
+from ...cpu import cpu_description
+from ...self_check import MARGIN
+from ...service import PROBE_TEXT
 from ..errors import CheckFailed
 from ..parity import compare_vectors, explain_id_mismatch, topk_overlap
 from ..texts import EDGE_CASE_TEXTS, SPECIAL_TOKEN_STRINGS, synthetic_captions
@@ -267,3 +270,18 @@ def measure_int8_fidelity(
         "corpus": f"{corpus_size} synthetic captions (seed 1), {queries} queries (seed 2)",
         "corpus_mean_pairwise_cosine": round(float(off_diagonal.mean()), 6),
     }
+
+
+def record_self_check(served: EmbeddingService, fp32: EmbeddingService) -> SelfCheck:
+    """The manifest's ``self_check``: the fp32 graph's vector of the init probe's text, and
+    the bound init holds this bundle to (its cosine here less `self_check.MARGIN`)."""
+    reference = fp32.embed_texts([PROBE_TEXT]).vectors[0].astype(np.float64)
+    ours = served.embed_texts([PROBE_TEXT]).vectors[0].astype(np.float64)
+    cosine = float(np.dot(ours, reference) / np.linalg.norm(reference))
+    return SelfCheck(
+        text=PROBE_TEXT,
+        reference=[round(float(x), 8) for x in reference],
+        min_cosine=round(min(cosine, 1.0) - MARGIN, 6),
+        measured_cosine=round(cosine, 7),
+        measured_on=cpu_description(),
+    )

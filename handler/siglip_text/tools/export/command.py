@@ -85,6 +85,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="int8: one weight scale per output column (default) or one per tensor",
     )
     parser.add_argument(
+        "--int8-weight-form",
+        choices=["int7", "int8", "uint8"],
+        default="int7",
+        help="int8: MatMul weights in -64..64 (int7, default: exact on every x86 kernel and "
+        "arm64), -127..127 (int8: saturates on AVX2 without VNNI) or uint8 (docs/cpus.md)",
+    )
+    parser.add_argument(
         "--fidelity-corpus",
         type=int,
         default=512,
@@ -113,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         optimize=not args.no_optimize,
         fuse=not args.plain_graph,
         per_channel=args.int8_weights == "per-channel",
+        int8_weight_form=args.int8_weight_form,
         prune_merges=not args.keep_all_merges,
     )
     try:

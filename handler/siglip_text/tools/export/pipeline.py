@@ -53,6 +53,7 @@ from .checks import (
     check_against_checkpoint,
     describe_checkpoint_tokenizer,
     measure_int8_fidelity,
+    record_self_check,
 )
 from .onnx_export import DEFAULT_OPSET, external_data_path
 from .ort_optimize import optimize_graph
@@ -87,6 +88,7 @@ class ExportOptions:
     fuse: bool = True
     # int8: one weight scale per output column (True) or per tensor.
     per_channel: bool = True
+    int8_weight_form: str = "int7"  # quantize.WEIGHT_FORMS
     # Drop the BPE merges no lowercased text can use (tokenizer_merges.py): same ids,
     # a faster tokenizer load at init.
     prune_merges: bool = True
@@ -214,6 +216,7 @@ def export_bundle(options: ExportOptions) -> ExportReport:
                 onnx_path,
                 external_data=options.external_data,
                 per_channel=options.per_channel,
+                weight_form=options.int8_weight_form,  # type: ignore[arg-type]
             ).as_dict()
             timings["quantize_s"] = time.perf_counter() - began
             if options.optimize:
@@ -243,7 +246,10 @@ def export_bundle(options: ExportOptions) -> ExportReport:
                     f"int8 graph vs fp32: lowest cosine {fidelity['cosine']['cosine_min']:.6f} "
                     f"is below {options.int8_min_cosine} (--int8-min-cosine)"
                 )
+            self_check = record_self_check(int8_service, fp32_service)
             del int8_service
+        else:
+            self_check = record_self_check(fp32_service, fp32_service)
         del fp32_service
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -256,6 +262,7 @@ def export_bundle(options: ExportOptions) -> ExportReport:
             "checkpoint_tokenizer": loaded_tokenizer,
             "quantization": quantization,
             "fidelity": fidelity,
+            "self_check": self_check,
             "tokenizer_merges": merges,
             # A reproducible build (SOURCE_DATE_EPOCH set, as the demo's) records no duration.
             "export_seconds": None if _source_date() else round(timings["total_s"], 1),

@@ -10,6 +10,15 @@ Needs ``onnx`` and ``onnxruntime.quantization`` (no torch). Two parts:
 ``quantize_dynamic`` can quantize a ``Gather`` itself (``op_types_to_quantize=["Gather"]``)
 but with a single uint8 scale and zero point for the whole table, so one outlying row sets
 the step for all 256k; a scale per row keeps each token's own range and costs 4 bytes a row.
+
+The weights' integer range (``WEIGHT_FORMS``) decides whether every CPU computes the same
+products. ONNX Runtime's x86 U8S8 kernels for AVX2 (and AVX-512 without VNNI) multiply
+uint8 activations by int8 weights with ``vpmaddubsw``, which adds each pair of products and
+saturates the sum at 32,767: with activations up to 255, int8 weights of magnitude above 64
+can overflow it and the result is silently wrong (255 x 127 x 2 = 64,770). ``int7`` weights
+(``reduce_range``: -64..64) cannot: 255 x 64 x 2 = 32,640. ``uint8`` weights go through the
+U8U8 kernels, which widen to 16 bits before multiplying. ``int8`` (full range) is exact only
+on VNNI, AVX (SSE path) and arm64 kernels. `pair_bound` is the proof a test checks.
 """
 
 from __future__ import annotations
@@ -18,11 +27,37 @@ import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from .onnx_export import external_data_path, save_onnx
+
+WeightForm = Literal["int7", "int8", "uint8"]
+
+#: The MatMul weight forms, and whether each is exact on every kernel (saturation-free).
+WEIGHT_FORMS: dict[str, str] = {
+    "int7": "int8 weights in -64..64 (7-bit, reduce_range): no pair of uint8 x int8 products "
+    "can pass 32,767, so every x86 kernel (vpmaddubsw included) and arm64 compute them exactly",
+    "int8": "int8 weights in -127..127: exact on VNNI, AVX and arm64 kernels, SATURATES on "
+    "AVX2 and AVX-512 without VNNI (vpmaddubsw)",
+    "uint8": "uint8 weights (U8U8 kernels widen to 16 bits): exact on every kernel",
+}
+DEFAULT_WEIGHT_FORM: WeightForm = "int7"
+
+#: vpmaddubsw's limit: each sum of two uint8 x int8 products saturates at this value.
+PAIR_LIMIT = 32_767
+ACTIVATION_MAX = 255  # DynamicQuantizeLinear's uint8 activations: 0..255
+
+
+def pair_bound(weights: np.ndarray) -> int:
+    """The largest magnitude a sum of two uint8 x int8 products can reach with these int8
+    weights (activations 0..255): 255 times the two largest magnitudes, however the kernel
+    pairs them. At most `PAIR_LIMIT` means ``vpmaddubsw`` cannot saturate on them."""
+    magnitudes = np.sort(np.abs(weights.astype(np.int32)).ravel())
+    if magnitudes.size == 0:
+        return 0
+    return int(ACTIVATION_MAX * magnitudes[-2:].sum())
 
 
 @dataclass(frozen=True)
@@ -34,13 +69,24 @@ class QuantizationInfo:
     token_table_shape: tuple[int, ...] | None
     attention_nodes: int = 0  # fused Attention nodes made QAttention
     per_channel: bool = True
+    weight_form: WeightForm = DEFAULT_WEIGHT_FORM
+    largest_pair: int | None = None  # pair_bound over every integer weight (int7/int8)
 
     def as_dict(self) -> dict[str, Any]:
         weights = "per column" if self.per_channel else "per tensor"
         ops = "MatMul and fused Attention" if self.attention_nodes else "MatMul"
+        kind = {"int7": "int8 (7-bit range)", "int8": "int8", "uint8": "uint8"}[self.weight_form]
+        saturation_free = self.weight_form == "uint8" or (
+            self.largest_pair is not None and self.largest_pair <= PAIR_LIMIT
+        )
         return {
-            "method": f"onnxruntime quantize_dynamic ({ops}, int8 weights {weights}, uint8 "
+            "method": f"onnxruntime quantize_dynamic ({ops}, {kind} weights {weights}, uint8 "
             "activations) + token embedding int8 per row",
+            "weight_form": self.weight_form,
+            "weight_form_note": WEIGHT_FORMS[self.weight_form],
+            # Read at init (loading.kernel_check): a bundle that says so needs no exact kernel.
+            "saturation_free": saturation_free,
+            "largest_pair_of_products": self.largest_pair,
             "matmul_integer_nodes": self.matmul_weights,
             "qattention_nodes": self.attention_nodes,
             "token_embedding": (
@@ -52,14 +98,19 @@ class QuantizationInfo:
 
 
 def quantize_int8(
-    source: Path, target: Path, *, external_data: bool | None = None, per_channel: bool = True
+    source: Path,
+    target: Path,
+    *,
+    external_data: bool | None = None,
+    per_channel: bool = True,
+    weight_form: WeightForm = DEFAULT_WEIGHT_FORM,
 ) -> QuantizationInfo:
     """Write an int8 version of the fp32 graph ``source`` at ``target``.
 
     ``external_data`` as in ``onnx_export.save_onnx`` (None: by size). A fused ``Attention``
     (optimize.fuse_graph) becomes ``QAttention``: the QKV product in int8, the attention
     products in fp32 inside the kernel. ``per_channel``: one weight scale per output column
-    (default) or one per tensor.
+    (default) or one per tensor. ``weight_form``: see `WEIGHT_FORMS`.
     """
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -75,7 +126,8 @@ def quantize_int8(
                 staged,
                 op_types_to_quantize=["MatMul", "Attention"],
                 per_channel=per_channel,
-                weight_type=QuantType.QInt8,
+                weight_type=QuantType.QUInt8 if weight_form == "uint8" else QuantType.QInt8,
+                reduce_range=weight_form == "int7",
                 use_external_data_format=large,
                 # onnx's shape inference knows no com.microsoft op (the fused Attention):
                 # what follows one is float.
@@ -87,11 +139,14 @@ def quantize_int8(
         table = quantize_token_embedding(model)
         matmuls = sum(1 for node in model.graph.node if node.op_type == "MatMulInteger")
         attention = sum(1 for node in model.graph.node if node.op_type == "QAttention")
+        pairs = [pair_bound(w) for w in integer_weights(model) if w.dtype == np.int8]
         save_onnx(model, target, external_data=external_data)
     return QuantizationInfo(
         matmul_weights=matmuls,
         attention_nodes=attention,
         per_channel=per_channel,
+        weight_form=weight_form,
+        largest_pair=max(pairs) if pairs else None,
         token_table=table[0] if table else None,
         token_table_shape=table[1] if table else None,
     )
@@ -167,6 +222,31 @@ def quantize_token_embedding(model: Any) -> tuple[str, tuple[int, ...]] | None:
     for offset, node in enumerate(new_nodes):
         graph.node.insert(position + offset, node)
     return name, tuple(int(d) for d in init.dims)
+
+
+#: The integer-GEMM operators and the input index of their constant weight (B).
+INTEGER_GEMMS = {
+    "MatMulInteger": 1,
+    "QAttention": 1,
+    "DynamicQuantizeMatMul": 1,
+    "MatMulIntegerToFloat": 1,
+}
+
+
+def integer_weights(model: Any) -> list[np.ndarray]:
+    """Every constant weight that feeds an integer GEMM (`INTEGER_GEMMS`) in ``model``."""
+    from onnx import numpy_helper
+
+    initializers = {init.name: init for init in model.graph.initializer}
+    found: dict[str, np.ndarray] = {}
+    for node in model.graph.node:
+        index = INTEGER_GEMMS.get(node.op_type)
+        if index is None or len(node.input) <= index:
+            continue
+        name = node.input[index]
+        if name in initializers and name not in found:
+            found[name] = numpy_helper.to_array(initializers[name])
+    return list(found.values())
 
 
 def _axis(node: Any) -> int:

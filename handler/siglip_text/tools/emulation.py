@@ -1,0 +1,159 @@
+"""Running siglip_text on the CPUs Lambda may give, under qemu-user (docs/cpus.md).
+
+- ``haswell``: AVX2 without AVX-512 (``qemu-x86_64-static -cpu Haswell``), the most likely
+  Lambda x86_64 CPU and the one whose int8 kernel saturates full-range weights;
+- ``sandybridge``: AVX without AVX2 (``-cpu SandyBridge``);
+- ``neoverse-n1``: Graviton2, Lambda's arm64 (``qemu-aarch64-static -cpu neoverse-n1``), with
+  an arm64 Python root and the image's lock for aarch64 (scripts/make_arm64_root.sh, named
+  by ``SIGLIP_ARM64_ROOT`` and ``SIGLIP_ARM64_SITE``). Under qemu-user /proc/cpuinfo is the
+  host's x86 text, on which onnxruntime's import crashes: the child runs in a mount
+  namespace (``unshare -m``, root) with a Neoverse N1 cpuinfo (`N1_CPUINFO`) bound over it.
+
+The results are exact (qemu's TCG computes what the CPU would); the speed is not: a base
+tower takes about 5 s a text. Run as a module, this file is the child: it embeds texts with
+a bundle on the CPU it runs on and prints JSON (the vectors, or the init error).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+X86_CPUS = {"haswell": "Haswell", "sandybridge": "SandyBridge"}
+ARM_CPUS = {"neoverse-n1": "neoverse-n1"}
+CPUS = ["native", *X86_CPUS, *ARM_CPUS]
+N1_CPUINFO = Path(__file__).with_name("cpuinfo-neoverse-n1.txt")
+HANDLER = Path(__file__).resolve().parents[2]  # the directory holding siglip_text
+
+
+def why_not(cpu: str) -> str | None:
+    """None when ``cpu`` can run here, else the reason."""
+    if cpu == "native":
+        return None
+    if cpu in X86_CPUS:
+        if shutil.which("qemu-x86_64-static") is None:
+            return "qemu-x86_64-static is not installed (apt-get install qemu-user-static)"
+        return None
+    if cpu not in ARM_CPUS:
+        return f"unknown CPU {cpu!r} (one of {', '.join(CPUS)})"
+    if shutil.which("qemu-aarch64-static") is None:
+        return "qemu-aarch64-static is not installed (apt-get install qemu-user-static)"
+    if shutil.which("unshare") is None:
+        return "unshare is missing (util-linux): needed to show onnxruntime an N1 cpuinfo"
+    root, site = os.environ.get("SIGLIP_ARM64_ROOT"), os.environ.get("SIGLIP_ARM64_SITE")
+    if not root or not site or not Path(root, "usr/bin/python3").exists():
+        return (
+            "no arm64 root: set SIGLIP_ARM64_ROOT and SIGLIP_ARM64_SITE "
+            "(scripts/make_arm64_root.sh DIR makes DIR/root and DIR/site)"
+        )
+    probe = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "true"], capture_output=True, check=False
+    )
+    if probe.returncode != 0:
+        reason = probe.stderr.decode(errors="replace").strip()
+        return f"unshare -m is not allowed here (needs root): {reason}"
+    return None
+
+
+def python_on(cpu: str, args: list[str], *, path: tuple[Path, ...] = ()) -> list[str]:
+    """The command line running ``python ARGS`` on ``cpu``, with ``path`` (and the directory
+    of siglip_text) on the module search path."""
+    search = [str(p) for p in (HANDLER, *path)]
+    if cpu == "native":
+        return [sys.executable, *args]
+    if cpu in X86_CPUS:
+        qemu = shutil.which("qemu-x86_64-static") or "qemu-x86_64-static"
+        return [qemu, "-cpu", X86_CPUS[cpu], sys.executable, *args]
+    root, site = os.environ["SIGLIP_ARM64_ROOT"], os.environ["SIGLIP_ARM64_SITE"]
+    qemu = shutil.which("qemu-aarch64-static") or "qemu-aarch64-static"
+    inner = [
+        qemu,
+        "-cpu",
+        ARM_CPUS[cpu],
+        "-L",
+        root,
+        "-E",
+        "PYTHONPATH=" + ":".join([site, *search]),
+        "-E",
+        "ORT_DISABLE_TELEMETRY=1",
+        f"{root}/usr/bin/python3",
+        *args,
+    ]
+    script = 'mount --bind "$0" /proc/cpuinfo && exec "$@"'
+    return [
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script,
+        str(N1_CPUINFO),
+        *inner,
+    ]
+
+
+def run_python_on(
+    cpu: str, args: list[str], *, path: tuple[Path, ...] = (), timeout: float | None = None
+) -> str:
+    """Run ``python ARGS`` on ``cpu``; its stdout. Raises RuntimeError with its stderr."""
+    search = [str(p) for p in (HANDLER, *path)]
+    env = {**os.environ, "ORT_DISABLE_TELEMETRY": "1", "PYTHONPATH": ":".join(search)}
+    result = subprocess.run(
+        python_on(cpu, args, path=path),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+    if result.returncode != 0:
+        tail = "\n".join(
+            line for line in result.stderr.splitlines() if "TCG doesn't support" not in line
+        )
+        raise RuntimeError(f"python on {cpu} exited {result.returncode}: {tail[-3000:]}")
+    return result.stdout
+
+
+def embed_on(
+    cpu: str, bundle: Path, texts: list[str], *, timeout: float | None = None
+) -> dict[str, Any]:
+    """``{"cpu": description, "vectors": [...]}`` or ``{"cpu": ..., "error": message}``:
+    the bundle loaded as serve loads it (self-check included) on ``cpu``."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="siglip-emulation-") as scratch:
+        request = Path(scratch) / "texts.json"
+        request.write_text(json.dumps(texts))
+        out = run_python_on(
+            cpu, ["-m", "siglip_text.tools.emulation", str(bundle), str(request)], timeout=timeout
+        )
+    return dict(json.loads(out.splitlines()[-1]))
+
+
+def child(bundle: Path, request: Path) -> dict[str, Any]:
+    """What `embed_on` reads: this CPU, and the vectors or the init error."""
+    from ..config import load_settings
+    from ..cpu import cpu_description
+    from ..errors import SiglipError
+    from ..loading import load_service
+
+    texts = json.loads(request.read_text())
+    record: dict[str, Any] = {"cpu": cpu_description()}
+    try:
+        service = load_service(load_settings(model_dir=bundle, ort_intra_op_threads=1))
+    except SiglipError as exc:
+        record["error"] = exc.message
+        return record
+    vectors = [service.embed_texts(texts[i : i + 8]).vectors for i in range(0, len(texts), 8)]
+    record["vectors"] = [row.tolist() for block in vectors for row in block]
+    return record
+
+
+if __name__ == "__main__":
+    print(json.dumps(child(Path(sys.argv[1]), Path(sys.argv[2]))))
