@@ -81,10 +81,10 @@ class ExportOptions:
     # (measured on this project's 2-core machines), and the untouched rows of the token
     # table are never read from the image. False keeps one file (only below 2 GB).
     external_data: bool = True
-    # ONNX Runtime's graph optimizations, applied once here (see graph.optimize_graph).
+    # ONNX Runtime's graph optimizations, applied once here (see ort_optimize.optimize_graph).
     optimize: bool = True
     # The tower written for ONNX Runtime's fused kernels, last layer at the pooled position
-    # only (fusible.py); False exports transformers' own forward.
+    # only (fusible.py, tower_graph.py); False exports transformers' own forward.
     fuse: bool = True
     # int8: one weight scale per output column (True) or per tensor.
     per_channel: bool = True

@@ -108,7 +108,7 @@ def quantize_int8(
     """Write an int8 version of the fp32 graph ``source`` at ``target``.
 
     ``external_data`` as in ``onnx_export.save_onnx`` (None: by size). A fused ``Attention``
-    (optimize.fuse_graph) becomes ``QAttention``: the QKV product in int8, the attention
+    (tower_graph.fuse_graph) becomes ``QAttention``: the QKV product in int8, the attention
     products in fp32 inside the kernel. ``per_channel``: one weight scale per output column
     (default) or one per tensor. ``weight_form``: see `WEIGHT_FORMS`.
     """
