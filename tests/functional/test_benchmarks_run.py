@@ -7,10 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks.cost import cost_per_million, latency_at_memory
 from tests.support.paths import ROOT
 
 
+@pytest.mark.slow
 def test_benchmark_prints_every_table_and_writes_figures(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
     done = subprocess.run(
@@ -126,6 +129,7 @@ def test_latency_below_one_vcpu_stretches_by_the_cpu_share() -> None:
     assert latency_at_memory(measured, 10240) == 30.0
 
 
+@pytest.mark.slow
 def test_session_options_benchmark_runs_on_the_demo_bundle() -> None:
     done = subprocess.run(
         [

@@ -39,7 +39,7 @@ from siglip_text.tools.reference import make_reference  # noqa: E402
 from tests.support.references import pipeline_reference  # noqa: E402
 from tests.support.tiny_checkpoint import REPOSITORY, REVISION, make_tiny_checkpoint  # noqa: E402
 
-pytestmark = pytest.mark.export
+pytestmark = [pytest.mark.export, pytest.mark.slow]
 
 TEXTS = [
     "a photo of a cat",

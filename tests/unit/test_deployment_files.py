@@ -422,6 +422,7 @@ def test_lock_pins_and_hashes_every_package_and_satisfies_the_project() -> None:
     assert all(version >= ORT_ARM64_FIX for version, _ in pinned["onnxruntime"])
 
 
+@pytest.mark.slow
 def test_template_passes_cfn_lint() -> None:
     api = pytest.importorskip("cfnlint.api", reason="cfn-lint is in the test extra")
     matches = api.lint_file(TEMPLATE)
