@@ -85,7 +85,7 @@ def dollars(cell: str) -> list[float]:
 
 
 def test_cost_model_prints_rest_api_and_function_url_side_by_side_from_given_latencies() -> None:
-    # GIVEN int8 latencies of 42 ms at 1 thread and 26 ms at 2 (the README's base tower)
+    # GIVEN int8 latencies of 42 ms at 1 thread and 26 ms at 2 (docs/performance.md's base tower)
     rows = run_cost_model("int8=1:42,2:26")
     options = {row[1]: row for row in rows if len(row) == 6}
     # THEN at 1,769 MB (one vCPU): 1769/1024 GB x 0.042 s x $16.6667 + $0.20 = $1.41 on

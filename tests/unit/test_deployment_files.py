@@ -371,6 +371,7 @@ def test_dockerignore_sends_the_copied_files_and_nothing_else() -> None:
         "tests/conftest.py",
         "handler/siglip_text/__pycache__/api.cpython-313.pyc",
         "README.md",
+        "docs/deploy.md",
     ):
         assert excluded_from_context(left_out, patterns), left_out
 
