@@ -10,6 +10,7 @@ from siglip_text.cli import main
 from siglip_text.tools.bench import payload, percentile
 
 
+@pytest.mark.slow
 def test_bench_counts_every_request_and_writes_json(
     live_server: str, tmp_path: Path, capsys
 ) -> None:

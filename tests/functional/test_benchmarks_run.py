@@ -7,10 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks.cost import cost_per_million, latency_at_memory
 from tests.support.paths import ROOT
 
 
+@pytest.mark.slow
 def test_benchmark_prints_every_table_and_writes_figures(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
     done = subprocess.run(
@@ -82,7 +85,7 @@ def dollars(cell: str) -> list[float]:
 
 
 def test_cost_model_prints_rest_api_and_function_url_side_by_side_from_given_latencies() -> None:
-    # GIVEN int8 latencies of 42 ms at 1 thread and 26 ms at 2 (the README's base tower)
+    # GIVEN int8 latencies of 42 ms at 1 thread and 26 ms at 2 (docs/performance.md's base tower)
     rows = run_cost_model("int8=1:42,2:26")
     options = {row[1]: row for row in rows if len(row) == 6}
     # THEN at 1,769 MB (one vCPU): 1769/1024 GB x 0.042 s x $16.6667 + $0.20 = $1.41 on
@@ -126,6 +129,7 @@ def test_latency_below_one_vcpu_stretches_by_the_cpu_share() -> None:
     assert latency_at_memory(measured, 10240) == 30.0
 
 
+@pytest.mark.slow
 def test_session_options_benchmark_runs_on_the_demo_bundle() -> None:
     done = subprocess.run(
         [

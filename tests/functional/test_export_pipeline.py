@@ -44,7 +44,7 @@ from tests.support.tiny_checkpoint import (  # noqa: E402
 )
 from tests.support.tiny_checkpoint import export_tiny as _export  # noqa: E402
 
-pytestmark = pytest.mark.export
+pytestmark = [pytest.mark.export, pytest.mark.slow]
 
 TEXTS = [
     "a photo of a cat",

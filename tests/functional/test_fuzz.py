@@ -44,6 +44,9 @@ from tests.support.aws_lambda import (
 from tests.support.guards import hang_guard, rss_bytes
 from tests.support.hostile import KINDS, VOCAB_SIZE, Hostile, Tally, check_answer, fuzz_settings
 
+pytestmark = pytest.mark.slow  # fuzzing
+
+
 URL = "/v1/embeddings"
 IN_PROCESS_EXAMPLES_PER_KIND = 40
 LAMBDA_EXAMPLES_PER_KIND = 20

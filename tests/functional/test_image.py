@@ -48,6 +48,9 @@ from tests.support.events import event_files, for_model, request_texts
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
 from tests.support.sam import resolve, resources_of_type, source_template, translate
 
+pytestmark = pytest.mark.slow  # the function image
+
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "handler" / "Dockerfile"
 DEMO = ROOT / "handler" / "siglip_text" / "demo"

@@ -4,7 +4,8 @@ One case per corruption, each applied to a fresh copy of the demo bundle, each e
 raise ModelLoadError with a message naming the cause (and the file, where there is one).
 `test_init_fails_closed.py` holds the first set (missing files, a branch name as revision, a
 dimension that disagrees with the graph, NaN and zero graphs, no ``<pad>``, an unreadable
-ONNX file, the Lambda and `serve` entry points); this matrix adds the rest of README's list.
+ONNX file, the Lambda and `serve` entry points); this matrix adds the rest of the list in
+docs/export.md ("Init fails closed").
 """
 
 from __future__ import annotations

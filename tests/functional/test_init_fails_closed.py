@@ -143,6 +143,7 @@ def run_python(code: str, env_changes: dict[str, str]) -> subprocess.CompletedPr
     )
 
 
+@pytest.mark.slow
 def test_lambda_init_phase_fails_closed_on_a_bad_bundle(bundle_copy: Path) -> None:
     edit_manifest(bundle_copy, revision="main")
     result = run_python(
@@ -153,12 +154,14 @@ def test_lambda_init_phase_fails_closed_on_a_bad_bundle(bundle_copy: Path) -> No
     assert "ModelLoadError" in result.stderr and "revision" in result.stderr
 
 
+@pytest.mark.slow
 def test_lambda_init_phase_fails_closed_without_configuration() -> None:
     result = run_python("import siglip_text.lambda_function", {"POWERTOOLS_TRACE_DISABLED": "true"})
     assert result.returncode != 0
     assert "SIGLIP_MODEL_MANIFEST_PATH is not set" in result.stderr
 
 
+@pytest.mark.slow
 def test_serve_exits_non_zero_on_a_bad_bundle(bundle_copy: Path) -> None:
     (bundle_copy / "tokenizer.json").unlink()
     result = run_python(
@@ -197,6 +200,7 @@ def observed_init(model_dir: Path, at_start: str, report: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_lambda_init_starts_the_session_before_it_imports_the_web_stack(demo_dir: Path) -> None:
     # ONNX Runtime builds the session without the GIL, so it overlaps with importing FastAPI,
     # Mangum and Powertools only if it starts first (`lambda_function._begin_init`).
@@ -211,6 +215,7 @@ def test_lambda_init_starts_the_session_before_it_imports_the_web_stack(demo_dir
     assert set(report["timings"]) >= {"tokenizer_s", "session_s", "session_wait_s", "probe_s"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("intact", [True, False], ids=["intact", "bad-bundle"])
 def test_lambda_init_pauses_the_collector_and_resumes_it_either_way(
     bundle_copy: Path, intact: bool

@@ -6,7 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.paths import EVENTS
+
+pytestmark = pytest.mark.slow  # the handler in fresh interpreters
+
 
 SCRIPT = f"""
 import json, sys

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.paths import ROOT
 
 
+@pytest.mark.slow
 def test_loading_and_embedding_leave_home_untouched(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()

@@ -24,6 +24,9 @@ from siglip_text.service import EmbeddingService
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response
 from tests.support.servers import demo_server
 
+pytestmark = pytest.mark.slow  # a server subprocess under load
+
+
 URL = "/v1/embeddings"
 IN_FLIGHT, PENDING = 2, 3
 CLIENTS = 24  # concurrent, against room for IN_FLIGHT + PENDING = 5

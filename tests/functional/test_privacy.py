@@ -264,6 +264,7 @@ def run_lambda(tmp: Path, **env_changes: str) -> tuple[list[int], str, str]:
     return statuses, done.stdout + done.stderr, "\n".join(traces)
 
 
+@pytest.mark.slow
 def test_query_text_and_keys_never_in_lambda_logs_metrics_or_traces(tmp_path: Path) -> None:
     # WHEN the marker goes through every path of the handler, auth on, logs at DEBUG
     statuses, output, traces = run_lambda(tmp_path, SIGLIP_AUTH_MODE="api-key")
@@ -277,6 +278,7 @@ def test_query_text_and_keys_never_in_lambda_logs_metrics_or_traces(tmp_path: Pa
         assert secret not in traces, secret
 
 
+@pytest.mark.slow
 def test_log_inputs_flag_does_log_query_text_through_the_lambda_handler(tmp_path: Path) -> None:
     statuses, output, traces = run_lambda(tmp_path, SIGLIP_LOG_INPUTS="true")
     assert statuses == [s for _, _, s in marker_requests()]

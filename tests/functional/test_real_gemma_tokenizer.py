@@ -33,7 +33,7 @@ from siglip_text.tools.export.pipeline import ExportOptions, export_bundle  # no
 from tests.support import gemma  # noqa: E402
 from tests.support.edge_texts import SPECIAL_STRINGS, edge_texts  # noqa: E402
 
-pytestmark = pytest.mark.export
+pytestmark = [pytest.mark.export, pytest.mark.slow]
 
 TEXTS = edge_texts()
 EXPORTED_SHAPES = gemma.SHAPES

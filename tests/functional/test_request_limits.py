@@ -87,6 +87,7 @@ def test_body_at_the_limit_is_served_and_one_byte_more_is_413_through_the_handle
 # --- found by fuzzing: each failed before its fix --------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("item", [b"{}", b"1.5", b"null", b"[1.5]", b'"a",1', b"0,{}"])
 def test_array_of_wrong_items_is_refused_without_an_error_per_item(item: bytes) -> None:
     # GIVEN a 1 MB array whose items are of no accepted form (or one bad item at the end)
@@ -105,6 +106,7 @@ def test_array_of_wrong_items_is_refused_without_an_error_per_item(item: bytes) 
     assert peak < 64 * 2**20, f"{peak / 2**20:.0f} MiB"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "body",
     [

@@ -45,6 +45,9 @@ from siglip_text.service import EmbeddingService
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.servers import MIB, LiveServer, running_server
 
+pytestmark = pytest.mark.slow  # server subprocesses and 6 MB bodies
+
+
 IN_FLIGHT, PENDING = 2, 3
 CLIENTS = 50
 LIMIT = 6 * MIB

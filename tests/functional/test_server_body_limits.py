@@ -26,6 +26,9 @@ import requests
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.servers import LiveServer, running_server
 
+pytestmark = pytest.mark.slow  # server subprocesses and 7 to 40 MB bodies
+
+
 LIMIT = 6 * 1024 * 1024
 MESSAGE = f"request body is larger than {LIMIT} bytes"
 JSON = {"content-type": "application/json"}

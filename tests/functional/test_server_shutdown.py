@@ -19,10 +19,14 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 from siglip_text.service import EmbeddingService
 
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.servers import LiveServer, running_server
+
+pytestmark = pytest.mark.slow  # server subprocesses and their grace periods
+
 
 JSON = {"content-type": "application/json"}
 #: About 0.3 s of work each on the demo model with one thread (2 cores, measured).

@@ -31,11 +31,15 @@ from typing import Any
 
 import httpx
 import numpy as np
+import pytest
 import requests
 from siglip_text.service import EmbeddingService
 
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.servers import MIB, running_server
+
+pytestmark = pytest.mark.slow  # a one-minute soak
+
 
 SOAK_SECONDS = 60.0
 WARMUP_SECONDS = 10.0

@@ -84,6 +84,7 @@ def test_verify_against_a_live_endpoint_names_a_reference_that_starts_with_bos(
     assert "transformers >= 5" in out
 
 
+@pytest.mark.slow
 def test_verify_against_an_endpoint_refusing_token_ids_checks_the_vectors_only(
     reference: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

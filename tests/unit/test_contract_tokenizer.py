@@ -32,6 +32,7 @@ def test_unicode_lowercasing_equals_str_lower_including_final_sigma(text: str) -
     assert normalizer.normalize_str(text) == text.lower()
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=ALPHABET, max_size=12))
 def test_unicode_lowercasing_equals_str_lower_on_sigma_heavy_text(text: str) -> None:

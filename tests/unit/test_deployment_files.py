@@ -371,6 +371,7 @@ def test_dockerignore_sends_the_copied_files_and_nothing_else() -> None:
         "tests/conftest.py",
         "handler/siglip_text/__pycache__/api.cpython-313.pyc",
         "README.md",
+        "docs/deploy.md",
     ):
         assert excluded_from_context(left_out, patterns), left_out
 
@@ -422,6 +423,7 @@ def test_lock_pins_and_hashes_every_package_and_satisfies_the_project() -> None:
     assert all(version >= ORT_ARM64_FIX for version, _ in pinned["onnxruntime"])
 
 
+@pytest.mark.slow
 def test_template_passes_cfn_lint() -> None:
     api = pytest.importorskip("cfnlint.api", reason="cfn-lint is in the test extra")
     matches = api.lint_file(TEMPLATE)

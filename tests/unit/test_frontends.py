@@ -234,6 +234,7 @@ def test_function_url_is_on_the_live_alias_public_with_both_invoke_permissions()
         assert permission["Principal"] == "*"
 
 
+@pytest.mark.slow
 def test_function_url_with_aws_iam_grants_nobody_and_requires_auth_mode_none() -> None:
     stack = deploy(Frontend="function-url", FunctionUrlAuthType="AWS_IAM", AuthMode="none")
     _, url = stack.one("AWS::Lambda::Url")
@@ -293,6 +294,7 @@ def test_rest_api_routes_proxy_to_the_live_alias_and_may_invoke_only_it() -> Non
 # --- switching frontend ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_switching_frontend_leaves_the_function_and_live_on_the_same_version() -> None:
     # A new version is published exactly when what a version snapshots changes (issue 11's
     # rule, tests/unit/test_sam_translation.py). The frontend reaches nothing of the function:

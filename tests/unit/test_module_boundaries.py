@@ -14,6 +14,7 @@ import pytest
 from tests.support.paths import ROOT
 
 
+@pytest.mark.slow
 def test_import_contracts_are_kept() -> None:
     # GIVEN the layers and forbidden imports declared in pyproject.toml
     lint = shutil.which("lint-imports")

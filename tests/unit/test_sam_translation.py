@@ -242,6 +242,7 @@ def test_reserved_concurrency_is_off_by_default_and_set_when_asked() -> None:
     assert properties["ReservedConcurrentExecutions"] == "5"
 
 
+@pytest.mark.slow
 def test_translated_template_passes_cfn_lint() -> None:
     api = pytest.importorskip("cfnlint.api", reason="cfn-lint is in the test extra")
     other = {"AuthMode": "none", "ProvisionedConcurrency": "1", "ReservedConcurrency": "2"}

@@ -77,12 +77,14 @@ def demo() -> tuple[SiglipTokenizer, SiglipTokenizer, int, int]:
     return _tokenizer(cased), _tokenizer(pruned), result.merges_before, result.merges_after
 
 
+@pytest.mark.slow
 def test_merges_of_uppercase_tokens_go_when_the_normalizer_lowercases(demo: Any) -> None:
     _, _, before, after = demo
 
     assert before - after == 40
 
 
+@pytest.mark.slow
 def test_entries_of_uppercase_tokens_go_and_every_kept_one_keeps_its_id() -> None:
     data = json.loads((demo_model_dir() / "tokenizer.json").read_text())
     cased = _with_uppercase_merges(data, 40)
@@ -99,6 +101,7 @@ def test_entries_of_uppercase_tokens_go_and_every_kept_one_keeps_its_id() -> Non
     assert result.token_ids == max(vocab.values()) + 1
 
 
+@pytest.mark.slow
 def test_the_id_range_of_a_pruned_tokenizer_comes_from_the_manifest() -> None:
     data = json.loads((demo_model_dir() / "tokenizer.json").read_text())
     pruned, result = prune_unreachable_merges(_with_uppercase_merges(data, 40))
@@ -117,6 +120,7 @@ def test_the_id_range_of_a_pruned_tokenizer_comes_from_the_manifest() -> None:
         SiglipTokenizer(Tokenizer.from_str(json.dumps(pruned)), max_length=64, token_ids=10)
 
 
+@pytest.mark.slow
 def test_the_held_out_texts_would_catch_a_wrongly_dropped_entry(demo: Any) -> None:
     full, _, _, _ = demo
     data = json.loads((demo_model_dir() / "tokenizer.json").read_text())
@@ -132,6 +136,7 @@ def test_the_held_out_texts_would_catch_a_wrongly_dropped_entry(demo: Any) -> No
     assert _ids(_tokenizer(wrong), texts) != _ids(full, texts)
 
 
+@pytest.mark.slow
 def test_merges_of_uppercase_tokens_stay_when_the_normalizer_keeps_case() -> None:
     data = json.loads((demo_model_dir() / "tokenizer.json").read_text())
     cased = _with_uppercase_merges(data, 40)
@@ -146,6 +151,7 @@ def test_merges_of_uppercase_tokens_stay_when_the_normalizer_keeps_case() -> Non
     assert _ids(_tokenizer(pruned), texts) == _ids(_tokenizer(cased), texts)
 
 
+@pytest.mark.slow
 def test_pruned_demo_tokenizer_gives_identical_ids_on_held_out_texts(demo: Any) -> None:
     full, pruned, _, _ = demo
     texts = EDGE_CASE_TEXTS + synthetic_captions(300, seed=11)
@@ -153,6 +159,7 @@ def test_pruned_demo_tokenizer_gives_identical_ids_on_held_out_texts(demo: Any) 
     assert _ids(pruned, texts) == _ids(full, texts)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(alphabet=ALPHABET, max_size=40), min_size=1, max_size=8))
 def test_pruned_demo_tokenizer_gives_identical_ids_on_generated_text(
@@ -239,6 +246,7 @@ def _random_bpe(draw: Any) -> dict[str, Any]:
     return _bpe(tokens, draw(st.permutations(merges)))
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(_random_bpe(), st.lists(st.text(alphabet="abcd", min_size=1, max_size=24), max_size=30))
 def test_pruned_random_bpe_gives_identical_ids(data: dict[str, Any], texts: list[str]) -> None:
@@ -277,6 +285,7 @@ def gemma() -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_gemma_tokenizer_keeps_under_a_third_of_its_merges(gemma: Any) -> None:
     data, pruned = gemma["data"], gemma["pruned"]
 
@@ -292,10 +301,12 @@ def test_gemma_tokenizer_keeps_under_a_third_of_its_merges(gemma: Any) -> None:
     assert len(byte_tokens) >= 255 and all(token in entries for token in byte_tokens)
 
 
+@pytest.mark.slow
 def test_pruned_gemma_tokenizer_gives_identical_ids_on_held_out_texts(gemma: Any) -> None:
     assert _ids(_tokenizer(gemma["pruned"]), gemma["texts"]) == gemma["ids"]
 
 
+@pytest.mark.slow
 def test_the_held_out_texts_would_catch_a_wrongly_dropped_merge(gemma: Any) -> None:
     # GIVEN a pruning that also drops merges that lowercased text does use
     pruned = gemma["pruned"]
@@ -306,6 +317,7 @@ def test_the_held_out_texts_would_catch_a_wrongly_dropped_merge(gemma: Any) -> N
     assert _ids(_tokenizer(wrong), gemma["texts"]) != gemma["ids"]
 
 
+@pytest.mark.slow
 def test_the_pruned_file_loads_with_merges_as_strings_and_the_same_ids(
     gemma: Any, tmp_path: Path
 ) -> None:
