@@ -2,6 +2,11 @@
 """The int8 weight forms side by side at a base tower's matrix shapes (docs/cpus.md).
 
     python benchmarks/int8_forms.py [--tokens 64] [--runs 200]
+    python benchmarks/int8_forms.py --bundle today=DIR --bundle int7=DIR [--runs 60]
+
+With ``--bundle``: whole towers instead, one text per query (the ONNX Runtime session as
+init builds it, without init's self-check, so that a full-range int8 bundle can be timed on
+a CPU where init refuses it), bundles interleaved with rotating order; ratios to the first.
 
 One graph per form: ``DynamicQuantizeLinear`` of float activations [tokens, 768], then
 ``MatMulInteger`` with constant weights [768, 3072] and [3072, 768] (a base layer's MLP), as
@@ -48,6 +53,57 @@ def graph(weights: list[np.ndarray]) -> bytes:
     return bytes(model.SerializeToString())
 
 
+def time_bundles(bundles: list[str], runs: int, threads: int) -> dict[str, object]:
+    from pathlib import Path
+
+    from siglip_text.bundle import BundlePaths, load_manifest
+    from siglip_text.encoder import OnnxEncoder, SessionConfig
+    from siglip_text.loading import graph_optimization_level
+    from siglip_text.tokenization import SiglipTokenizer
+
+    texts = ["a photo of a cat sitting on a wooden table", "two people riding bicycles"]
+    encoders, batches = {}, {}
+    for item in bundles:
+        name, _, directory = item.partition("=")
+        paths = BundlePaths.in_dir(Path(directory).expanduser())
+        manifest = load_manifest(paths.manifest)
+        pruned = manifest.tokenizer_merges
+        tokenizer = SiglipTokenizer.from_file(
+            paths.tokenizer,
+            max_length=manifest.text_max_token_length,
+            token_ids=pruned.token_ids if pruned is not None else None,
+        )
+        config = SessionConfig(
+            intra_op_threads=threads,
+            graph_optimization=graph_optimization_level("auto", manifest),
+        )
+        encoders[name] = OnnxEncoder(
+            paths.onnx,
+            output_name="text_embeds",
+            dimension=manifest.embedding_dimension,
+            max_length=manifest.text_max_token_length,
+            config=config,
+        )
+        batches[name] = [tokenizer.encode_texts([t]).ids for t in texts]
+    names = list(encoders)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(runs):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            ids = batches[name][round_ % len(texts)]
+            began = time.perf_counter()
+            encoders[name].encode(ids)
+            times[name].append(time.perf_counter() - began)
+    first = statistics.median(times[names[0]])
+    return {
+        name: {
+            "median_ms": round(statistics.median(t) * 1000, 2),
+            f"vs_{names[0]}": round(statistics.median(t) / first, 3),
+        }
+        for name, t in times.items()
+    } | {"runs": runs, "threads": threads, "batch": 1}
+
+
 def main() -> int:
     import onnxruntime as ort
 
@@ -55,7 +111,11 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--bundle", action="append", default=[], metavar="NAME=DIR")
     args = parser.parse_args()
+    if args.bundle:
+        print(json.dumps(time_bundles(args.bundle, args.runs, args.threads), indent=2))
+        return 0
     rng = np.random.default_rng(0)
     hidden, mlp = 768, 3072
     sessions, weights_by_form = {}, {}
