@@ -5,7 +5,13 @@
 # never push it, never deploy an image built on it.
 #
 #   sudo scripts/make_standin_base_image.sh [TAG]      # TAG: public.ecr.aws/lambda/python:3.13
+#   sudo SIGLIP_IMAGE_ARCH=arm64 scripts/make_standin_base_image.sh   # TAG: ...:3.13-arm64
 #   scripts/make_standin_base_image.sh --host-runtime DIR
+#
+# SIGLIP_IMAGE_ARCH=arm64 on an x86_64 machine makes the linux/arm64 stand-in (AWS publishes
+# the same tag, public.ecr.aws/lambda/python:3.13-arm64): debootstrap runs the arm64 root's
+# programs through qemu-aarch64-static, registered in binfmt_misc with the F flag (docs/cpus.md;
+# .ci/run registers it), and the image runs under aws-lambda-rie-arm64.
 #
 # The image needs root (debootstrap), a Docker engine, network (Debian mirror, PyPI) and a
 # python3 with pip (the project's venv). Takes about a minute. --host-runtime DIR fetches the
@@ -45,11 +51,12 @@ MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 AWSLAMBDARIC_VERSION=4.2.2
 AWS_SAM_CLI_VERSION=1.170.0
 PYTHON_VERSION=3.13
-case "$(uname -m)" in
-    x86_64) ARCH=x86_64; PLATFORM=manylinux2014_x86_64 ;;
-    aarch64) ARCH=arm64; PLATFORM=manylinux2014_aarch64 ;;
-    *) echo "unsupported machine $(uname -m)" >&2; exit 2 ;;
+case "${SIGLIP_IMAGE_ARCH:-$(uname -m)}" in
+    x86_64|amd64) ARCH=x86_64; PLATFORM=manylinux2014_x86_64; DEBARCH=amd64 ;;
+    aarch64|arm64) ARCH=arm64; PLATFORM=manylinux2014_aarch64; DEBARCH=arm64 ;;
+    *) echo "unsupported machine ${SIGLIP_IMAGE_ARCH:-$(uname -m)}" >&2; exit 2 ;;
 esac
+NATIVE_ARCH="$(uname -m | sed 's/aarch64/arm64/')"
 PIP="${PIP:-python3 -m pip}"
 
 WORK="$(mktemp -d)"
@@ -76,10 +83,14 @@ if [ "${1:-}" = "--host-runtime" ]; then
     echo "host runtime: $DIR/aws-lambda-rie, awslambdaric $AWSLAMBDARIC_VERSION in $DIR/wheels" >&2
     exit 0
 fi
-TAG="${1:-public.ecr.aws/lambda/python:3.13}"
+if [ "$ARCH" = "$NATIVE_ARCH" ]; then
+    TAG="${1:-public.ecr.aws/lambda/python:3.13}"
+else
+    TAG="${1:-public.ecr.aws/lambda/python:3.13-$ARCH}"
+fi
 
 echo "stand-in base image: debootstrap $SUITE" >&2
-debootstrap --variant=minbase --include=python3,python3-pip "$SUITE" "$ROOTFS" "$MIRROR" \
+debootstrap --arch="$DEBARCH" --variant=minbase --include=python3,python3-pip "$SUITE" "$ROOTFS" "$MIRROR" \
     > "$WORK/debootstrap.log" 2>&1 || { tail -20 "$WORK/debootstrap.log" >&2; exit 1; }
 rm -f "$ROOTFS"/usr/lib/python3*/EXTERNALLY-MANAGED
 # The host's own local CAs (a TLS-intercepting proxy's, as on the CI machines), so that the
@@ -127,7 +138,7 @@ chmod 0755 "$ROOTFS/lambda-entrypoint.sh" "$ROOTFS/var/runtime/bootstrap"
 mkdir -p "$ROOTFS/var/task" "$ROOTFS/opt"
 
 echo "stand-in base image: docker import as $TAG" >&2
-tar -C "$ROOTFS" --numeric-owner -c . | docker import \
+tar -C "$ROOTFS" --numeric-owner -c . | docker import --platform "linux/$DEBARCH" \
     --change 'ENV LANG=en_US.UTF-8' \
     --change 'ENV TZ=:/etc/localtime' \
     --change 'ENV PATH=/var/lang/bin:/usr/local/bin:/usr/bin/:/bin:/opt/bin' \

@@ -13,6 +13,7 @@ onnx = pytest.importorskip("onnx", reason="needs onnx (in the test and export ex
 
 from onnx import numpy_helper  # noqa: E402
 from siglip_text.cpu import KERNEL_CHECK, KERNEL_CHECK_EXACT, cpu_description, cpu_features  # noqa: E402
+from siglip_text.tools.emulation import N1_CPUINFO  # noqa: E402
 from siglip_text.tools.export.quantize import (  # noqa: E402
     INTEGER_GEMMS,
     PAIR_LIMIT,
@@ -84,7 +85,7 @@ def test_the_shipped_kernel_check_is_255_times_127_over_64() -> None:
 
 def test_cpu_features_read_x86_flags_and_arm64_features() -> None:
     x86 = "model name\t: AMD EPYC\nflags\t\t: fpu sse avx avx2 fma avx512f avx512_vnni\n"
-    arm = (FIXTURES / "cpuinfo-neoverse-n1.txt").read_text()
+    arm = N1_CPUINFO.read_text()
 
     assert cpu_features(x86) == ["avx", "avx2", "avx512f", "avx512_vnni"]
     assert cpu_features(arm) == ["asimd", "asimddp"]

@@ -121,32 +121,47 @@ def run_python_on(
 
 
 def embed_on(
-    cpu: str, bundle: Path, texts: list[str], *, timeout: float | None = None
+    cpu: str,
+    bundle: Path,
+    texts: list[str],
+    *,
+    timeout: float | None = None,
+    self_check: bool = True,
 ) -> dict[str, Any]:
     """``{"cpu": description, "vectors": [...]}`` or ``{"cpu": ..., "error": message}``:
-    the bundle loaded as serve loads it (self-check included) on ``cpu``."""
+    the bundle loaded as serve loads it (self-check included) on ``cpu``. ``self_check=False``
+    measures what the CPU computes even where init would refuse the bundle (the int8 kernel
+    check and the reference check are skipped, in the child only)."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="siglip-emulation-") as scratch:
         request = Path(scratch) / "texts.json"
         request.write_text(json.dumps(texts))
+        args = ["-m", "siglip_text.tools.emulation", str(bundle), str(request)]
         out = run_python_on(
-            cpu, ["-m", "siglip_text.tools.emulation", str(bundle), str(request)], timeout=timeout
+            cpu, args + ([] if self_check else ["--no-self-check"]), timeout=timeout
         )
     return dict(json.loads(out.splitlines()[-1]))
 
 
-def child(bundle: Path, request: Path) -> dict[str, Any]:
+def child(bundle: Path, request: Path, *, self_check: bool = True) -> dict[str, Any]:
     """What `embed_on` reads: this CPU, and the vectors or the init error."""
+    from ..bundle import load_manifest
     from ..config import load_settings
     from ..cpu import cpu_description
     from ..errors import SiglipError
-    from ..loading import load_service
+    from ..loading import build_service, session_config
 
     texts = json.loads(request.read_text())
     record: dict[str, Any] = {"cpu": cpu_description()}
+    if not self_check:
+        record["self_check"] = "skipped"
     try:
-        service = load_service(load_settings(model_dir=bundle, ort_intra_op_threads=1))
+        settings = load_settings(model_dir=bundle, ort_intra_op_threads=1)
+        paths = settings.artifact_paths()
+        manifest = load_manifest(paths.manifest)
+        config = session_config(settings, manifest)
+        service = build_service(manifest, paths, config, self_check=self_check)
     except SiglipError as exc:
         record["error"] = exc.message
         return record
@@ -156,4 +171,5 @@ def child(bundle: Path, request: Path) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(child(Path(sys.argv[1]), Path(sys.argv[2]))))
+    skip = "--no-self-check" in sys.argv[3:]
+    print(json.dumps(child(Path(sys.argv[1]), Path(sys.argv[2]), self_check=not skip)))

@@ -48,6 +48,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--write", action="store_true", help="record the figures in BUNDLE/manifest.json"
     )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per CPU (3600)")
+    parser.add_argument(
+        "--no-self-check",
+        action="store_true",
+        help="measure what each CPU computes even where init refuses the bundle (e.g. a "
+        "full-range int8 bundle on AVX2); default: a refused bundle records its init error",
+    )
 
 
 def measure(
@@ -58,6 +64,7 @@ def measure(
     texts: int,
     corpus: int,
     timeout: float | None = None,
+    self_check: bool = True,
 ) -> dict[str, Any]:
     """``{cpu: {measured_on, cosine, top10_overlap, seconds} | {measured_on, error}}``."""
     from ..config import load_settings
@@ -79,8 +86,10 @@ def measure(
     for cpu in cpus:
         began = time.perf_counter()
         print(f"[fidelity] {cpu}: {texts} texts", file=sys.stderr)
-        got = embed_on(cpu, bundle.resolve(), queries, timeout=timeout)
+        got = embed_on(cpu, bundle.resolve(), queries, timeout=timeout, self_check=self_check)
         record: dict[str, Any] = {"measured_on": got["cpu"]}
+        if not self_check:
+            record["self_check"] = "skipped (--no-self-check)"
         if cpu != "native":
             record["emulated"] = "qemu-user (TCG): exact results, speed not representative"
         if "error" in got:
@@ -101,7 +110,13 @@ def run(args: argparse.Namespace) -> int:
     if not (args.bundle / "manifest.json").is_file():
         raise ToolError(f"{args.bundle}: no manifest.json (not a bundle)")
     results = measure(
-        args.bundle, args.fp32, cpus, texts=args.texts, corpus=args.corpus, timeout=args.timeout
+        args.bundle,
+        args.fp32,
+        cpus,
+        texts=args.texts,
+        corpus=args.corpus,
+        timeout=args.timeout,
+        self_check=not args.no_self_check,
     )
     record = {
         "reference": f"fp32 bundle {args.fp32.name}, computed natively",
