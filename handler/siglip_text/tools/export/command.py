@@ -85,6 +85,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="int8: one weight scale per output column (default) or one per tensor",
     )
     parser.add_argument(
+        "--skip-memory-check",
+        action="store_true",
+        help="export even when the machine's available memory plus free swap is below what "
+        "the export needs (stated at the start, from the checkpoint's parameter count)",
+    )
+    parser.add_argument(
         "--fidelity-corpus",
         type=int,
         default=512,
@@ -114,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         fuse=not args.plain_graph,
         per_channel=args.int8_weights == "per-channel",
         prune_merges=not args.keep_all_merges,
+        check_memory=not args.skip_memory_check,
     )
     try:
         report = export_bundle(options)

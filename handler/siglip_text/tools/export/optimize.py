@@ -30,7 +30,8 @@ from typing import Any
 
 from ...bundle import GraphBuild
 from ..errors import ToolError
-from .graph import export_text_tower, external_data_path, save_onnx
+from .graph import external_data_path, place_graph, save_onnx, trace_text_tower
+from .memory import release_memory
 
 #: The position SigLIP pools: the last one (big_vision, transformers), usually a pad.
 POOLED_POSITION = -1
@@ -48,21 +49,23 @@ def build_graph(
     external_data: bool | None,
     fuse: bool = True,
 ) -> GraphBuild:
-    """Export the fp32 graph to ``path``: fused (`fusible_tower` + `fuse_graph`) or plain."""
-    if not fuse:
-        export_text_tower(
-            tower, path, max_length=max_length, opset=opset, external_data=external_data
-        )
-        return GraphBuild(forward="transformers", last_layer="all positions")
-    export_text_tower(
-        tower,
-        path,
-        max_length=max_length,
-        opset=opset,
-        external_data=external_data,
-        fusible=True,
-    )
+    """Export the fp32 graph to ``path``: fused (`fusible_tower` + `fuse_graph`) or plain.
+
+    Takes the tower over: once traced it is freed (when the caller holds no other reference,
+    as the export pipeline does with ``Checkpoint.release_tower``), before the graph is
+    written out and fused, so the PyTorch weights and the ONNX graph are not held at once.
+    """
     layers, heads, hidden = tower_shape(tower)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".export-", dir=path.parent) as scratch:
+        staged = trace_text_tower(
+            tower, Path(scratch) / path.name, max_length=max_length, opset=opset, fusible=fuse
+        )
+        del tower
+        release_memory()
+        place_graph(staged, path, external_data=external_data)
+    if not fuse:
+        return GraphBuild(forward="transformers", last_layer="all positions")
     fused = fuse_graph(path, layers=layers, heads=heads, hidden=hidden)
     return GraphBuild(forward="fusible", last_layer="pooled position only", fused_operators=fused)
 
