@@ -98,8 +98,15 @@ def trace_text_tower(
 
 def place_graph(staged: Path, path: Path, *, external_data: bool | None) -> None:
     """Move the exporter's output at ``staged`` to ``path``: as it is when it is one file
-    and one file is wanted, else re-saved as one graph file (plus one ``.data`` file)."""
-    if external_data or len(list(staged.parent.iterdir())) > 1:
+    and one file is wanted, else re-saved as one graph file (plus one ``.data`` file).
+
+    Over 2 GB the exporter writes one file per tensor: those are copied into the ``.data``
+    file a tensor at a time (`save_streaming`), never all held at once."""
+    if external_data and len(list(staged.parent.iterdir())) > 1:
+        import onnx
+
+        save_streaming(onnx.load(str(staged), load_external_data=False), path, staged.parent)
+    elif external_data or len(list(staged.parent.iterdir())) > 1:
         import onnx
 
         save_onnx(onnx.load(str(staged)), path, external_data=external_data)
@@ -140,6 +147,38 @@ def save_onnx(model: Any, path: Path, *, external_data: bool | None = None) -> N
         data.chmod(0o644)
     else:
         onnx.save_model(model, str(path))
+
+
+def save_streaming(model: Any, path: Path, source: Path) -> None:
+    """``save_onnx(model, path, external_data=True)`` for a model whose large tensors still
+    point at their external files under ``source`` (loaded with ``load_external_data=False``).
+
+    Writes the same bytes as loading every tensor and then saving (onnx's
+    ``load_external_data_for_model`` then ``save_model(save_as_external_data=True,
+    all_tensors_to_one_file=True, size_threshold=1024)``): the same steps, in the same
+    order, one tensor at a time, so that only one tensor's data is held at once.
+    """
+    import sys
+
+    import onnx
+    from onnx import external_data_helper as helper
+
+    data = external_data_path(path)
+    data.unlink(missing_ok=True)
+    for tensor in helper._get_initializer_tensors(model):
+        if helper.uses_external_data(tensor):
+            helper.load_external_data_for_tensor(tensor, str(source))
+        if tensor.HasField("raw_data") and sys.getsizeof(tensor.raw_data) >= 1024:
+            helper.set_external_data(tensor, data.name)
+            helper.save_external_data(tensor, str(path.parent))
+            tensor.ClearField("raw_data")
+    # Attribute tensors (Constant nodes) stay inside the graph, as save_model leaves them.
+    for tensor in helper._get_attribute_tensors(model):
+        if helper.uses_external_data(tensor):
+            helper.load_external_data_for_tensor(tensor, str(source))
+    onnx.save_model(model, str(path))
+    if data.exists():
+        data.chmod(0o644)
 
 
 def _tensor_bytes(tensor: Any) -> int:

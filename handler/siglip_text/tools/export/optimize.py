@@ -21,16 +21,25 @@ Needs torch (the export extra) for the tower and ``onnxruntime.transformers`` fo
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import math
+import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ...bundle import GraphBuild
 from ..errors import ToolError
-from .graph import external_data_path, place_graph, save_onnx, trace_text_tower
+from .graph import (
+    external_data_path,
+    place_graph,
+    save_onnx,
+    save_streaming,
+    trace_text_tower,
+)
 from .memory import release_memory
 
 #: The position SigLIP pools: the last one (big_vision, transformers), usually a pad.
@@ -135,6 +144,17 @@ def tower_shape(tower: Any) -> tuple[int, int, int]:
     return len(layers), int(attn.num_heads), int(attn.embed_dim)
 
 
+@contextlib.contextmanager
+def _working_directory(directory: Path) -> Iterator[None]:
+    """Run the block in ``directory`` (onnx resolves a tensor's external file from it)."""
+    previous = Path.cwd()
+    os.chdir(directory)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
 def _transformer(tower: Any) -> Any:
     """The module holding embeddings/encoder/head (transformers 4 nests it one deeper)."""
     return tower if hasattr(tower, "encoder") else tower.text_model
@@ -157,18 +177,28 @@ def fuse_graph(path: Path, *, layers: int, heads: int, hidden: int) -> dict[str,
     # of them took 10 to 12 ms of a 1-thread int8 query, the unfused pair about 3 ms.
     options.enable_skip_layer_norm = False
     options.enable_bias_skip_layer_norm = False
+    import onnx
+
+    # With a .data file, the graph is fused without its weights in memory: each tensor stays
+    # a reference into the file, read when a fusion needs its numbers (the query, key and
+    # value weights it concatenates: the relative references resolve from the graph's
+    # directory) and copied a tensor at a time when saved (graph.save_streaming): the
+    # same bytes as loading it all, without holding it all.
+    streamed = external_data_path(path).exists()
+    source = onnx.load(str(path), load_external_data=not streamed)
     level = logging.getLogger("onnxruntime.transformers").level
     logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
     try:
-        model = optimize_model(
-            str(path),
-            model_type="bert",
-            num_heads=heads,
-            hidden_size=hidden,
-            optimization_options=options,
-            opt_level=0,
-            use_gpu=False,
-        )
+        with _working_directory(path.parent if streamed else Path.cwd()):
+            model = optimize_model(
+                source,
+                model_type="bert",
+                num_heads=heads,
+                hidden_size=hidden,
+                optimization_options=options,
+                opt_level=0,
+                use_gpu=False,
+            )
     finally:
         logging.getLogger("onnxruntime.transformers").setLevel(level)
     counts = collections.Counter(node.op_type for node in model.model.graph.node)
@@ -190,7 +220,11 @@ def fuse_graph(path: Path, *, layers: int, heads: int, hidden: int) -> dict[str,
     scratch = Path(tempfile.mkdtemp(prefix=".fuse-", dir=path.parent))
     try:
         staged = scratch / path.name
-        save_onnx(model.model, staged, external_data=external_data_path(path).exists())
+        if streamed:
+            with _working_directory(path.parent):
+                save_streaming(model.model, staged, path.parent)
+        else:
+            save_onnx(model.model, staged, external_data=False)
         external_data_path(path).unlink(missing_ok=True)
         if external_data_path(staged).exists():
             external_data_path(staged).replace(external_data_path(path))
