@@ -73,9 +73,11 @@ def build_graph(
         del tower
         release_memory()
         place_graph(staged, path, external_data=external_data)
+    release_memory()
     if not fuse:
         return GraphBuild(forward="transformers", last_layer="all positions")
     fused = fuse_graph(path, layers=layers, heads=heads, hidden=hidden)
+    release_memory()
     return GraphBuild(forward="fusible", last_layer="pooled position only", fused_operators=fused)
 
 

@@ -218,6 +218,7 @@ def export_bundle(options: ExportOptions) -> ExportReport:
         if options.precision == "fp32" and options.optimize:
             began = time.perf_counter()
             optimize_graph(fp32_path, external_data=options.external_data)
+            release_memory()
             timings["optimize_s"] = time.perf_counter() - began
         log("checking the fp32 graph (load_service, as serve) against PyTorch")
         began = time.perf_counter()
@@ -247,10 +248,12 @@ def export_bundle(options: ExportOptions) -> ExportReport:
                 external_data=options.external_data,
                 per_channel=options.per_channel,
             ).as_dict()
+            release_memory()
             timings["quantize_s"] = time.perf_counter() - began
             if options.optimize:
                 began = time.perf_counter()
                 optimize_graph(onnx_path, external_data=options.external_data)
+                release_memory()
                 timings["optimize_s"] = time.perf_counter() - began
             began = time.perf_counter()
             int8_service = _check_service(final, onnx_path, tokenizer_path, options.threads)
