@@ -25,10 +25,16 @@ from typing import Any
 from ..errors import ToolError
 
 #: Peak resident memory of an export per byte of the text tower's fp32 weights, plus a
-#: fixed part (the interpreter, torch, transformers, ONNX Runtime, the tokenizer):
-#: measured with ``benchmarks/export_memory.py`` (docs/sizes.md), with a margin.
+#: fixed part (the interpreter, torch, transformers, ONNX Runtime, the tokenizer), with a
+#: margin over what was measured (docs/sizes.md): so400m (2.83 GB of weights, over
+#: protobuf's 2 GB limit, so the exporter writes its tensors straight to files) peaks in ONNX
+#: Runtime's offline optimization; a tower under 2 GB peaks in ``torch.onnx.export``, which
+#: then builds the whole graph in memory (5.8 GB for a 1.37 GB tower of so400m's width
+#: and 3 layers, measured step by step).
 PEAK_PER_WEIGHT_BYTE = 2.6
+PEAK_PER_WEIGHT_BYTE_UNDER_2GB = 4.3
 FIXED_BYTES = 1_200_000_000
+PROTOBUF_LIMIT = 2 * 1024**3
 
 MEMINFO = Path("/proc/meminfo")
 
@@ -65,7 +71,9 @@ def text_tower_parameters(config: Any) -> int:
 
 def export_memory_need(parameters: int) -> int:
     """Bytes of memory an export of a text tower with ``parameters`` fp32 weights needs."""
-    return int(PEAK_PER_WEIGHT_BYTE * 4 * parameters) + FIXED_BYTES
+    weights = 4 * parameters
+    per_byte = PEAK_PER_WEIGHT_BYTE if weights >= PROTOBUF_LIMIT else PEAK_PER_WEIGHT_BYTE_UNDER_2GB
+    return int(per_byte * weights) + FIXED_BYTES
 
 
 @dataclass(frozen=True)
