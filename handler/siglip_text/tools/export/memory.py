@@ -31,7 +31,10 @@ from ..errors import ToolError
 #: Runtime's offline optimization; a tower under 2 GB peaks in ``torch.onnx.export``, which
 #: then builds the whole graph in memory (5.8 GB for a 1.37 GB tower of so400m's width
 #: and 3 layers, measured step by step).
+#: int8 adds ONNX Runtime's ``quantize_dynamic``, which holds about three copies of the
+#: fp32 graph (8.5 GB alone for so400m; the whole so400m int8 export peaked at 11.1 GB).
 PEAK_PER_WEIGHT_BYTE = 2.6
+PEAK_PER_WEIGHT_BYTE_INT8 = 3.6
 PEAK_PER_WEIGHT_BYTE_UNDER_2GB = 4.3
 FIXED_BYTES = 1_200_000_000
 PROTOBUF_LIMIT = 2 * 1024**3
@@ -69,10 +72,12 @@ def text_tower_parameters(config: Any) -> int:
     )
 
 
-def export_memory_need(parameters: int) -> int:
+def export_memory_need(parameters: int, precision: str = "fp32") -> int:
     """Bytes of memory an export of a text tower with ``parameters`` fp32 weights needs."""
     weights = 4 * parameters
-    per_byte = PEAK_PER_WEIGHT_BYTE if weights >= PROTOBUF_LIMIT else PEAK_PER_WEIGHT_BYTE_UNDER_2GB
+    per_byte = PEAK_PER_WEIGHT_BYTE_INT8 if precision == "int8" else PEAK_PER_WEIGHT_BYTE
+    if weights < PROTOBUF_LIMIT:
+        per_byte = max(per_byte, PEAK_PER_WEIGHT_BYTE_UNDER_2GB)
     return int(per_byte * weights) + FIXED_BYTES
 
 

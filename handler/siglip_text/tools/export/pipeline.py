@@ -152,7 +152,7 @@ def export_bundle(options: ExportOptions) -> ExportReport:
     timings: dict[str, float] = {}
     started = time.perf_counter()
     if options.check_memory:
-        preflight(spec)
+        preflight(spec, options.precision)
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST_FILE).unlink(missing_ok=True)
@@ -296,7 +296,7 @@ def export_bundle(options: ExportOptions) -> ExportReport:
     return ExportReport(out=out, manifest=manifest, timings=timings)
 
 
-def preflight(spec: Any) -> None:
+def preflight(spec: Any, precision: Precision) -> None:
     """State what the export will need in memory (from the checkpoint's config: its text
     tower's parameter count) and refuse, before any weight is read, when the machine has
     clearly less (memory.check_memory: available memory plus free swap)."""
@@ -306,10 +306,10 @@ def preflight(spec: Any) -> None:
     if config is None:
         return
     parameters = text_tower_parameters(config)
-    need = export_memory_need(parameters)
+    need = export_memory_need(parameters, precision)
     machine = machine_memory()
     log(
-        f"text tower: {parameters / 1e6:.0f} M parameters; the export needs about "
+        f"text tower: {parameters / 1e6:.0f} M parameters; the {precision} export needs about "
         f"{need / 1e9:.1f} GB of memory"
         + (f" ({machine.available / 1e9:.1f} GB available)" if machine.available else "")
     )
