@@ -49,6 +49,22 @@ SIZES = {
         "num_hidden_layers": 27,
         "heads": 16,
     },
+    # giant-opt: so400m's text tower with a wider head (1536-d output; CONTRACT section 6)
+    "giant-opt": {
+        "hidden_size": 1152,
+        "intermediate_size": 4304,
+        "num_hidden_layers": 27,
+        "heads": 16,
+        "projection": 1536,
+    },
+    # so400m's width with 3 layers: the token table dominates, as in every size; a quick
+    # way to see how the export's memory scales (benchmarks/export_memory.py)
+    "so400m-3layer": {
+        "hidden_size": 1152,
+        "intermediate_size": 4304,
+        "num_hidden_layers": 3,
+        "heads": 16,
+    },
 }
 
 SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>"]
@@ -216,7 +232,7 @@ def build_checkpoint(
             "num_hidden_layers": shape["num_hidden_layers"],
             "num_attention_heads": shape["heads"],
             "max_position_embeddings": MAX_LENGTH,
-            "projection_size": shape["hidden_size"],
+            "projection_size": shape.get("projection", shape["hidden_size"]),
             "hidden_act": "gelu_pytorch_tanh",
             "layer_norm_eps": 1e-6,
             "pad_token_id": 0,

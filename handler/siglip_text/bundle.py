@@ -112,6 +112,22 @@ class SelfCheck(BaseModel):
     measured_on: str | None = None
 
 
+class MemoryNeed(BaseModel):
+    """What the bundle needs resident in a Lambda function (MiB; sizing.py reads it).
+
+    ``minimum_mb``: the weights every query reads (every layer, the head) plus the runtime;
+    below it the function cannot hold them and init fails. ``recommended_mb``: the whole
+    model resident (the token table too, whose rows a query reads a few at a time). Derived
+    at export from the graph's sizes, not measured; ``basis`` says how.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    minimum_mb: StrictInt = Field(gt=0)
+    recommended_mb: StrictInt = Field(gt=0)
+    basis: str
+
+
 class Manifest(BaseModel):
     """What the artifacts claim to be. ``revision`` must be an immutable commit SHA."""
 
@@ -147,6 +163,7 @@ class Manifest(BaseModel):
     fidelity: dict[str, Any] | None = None
     self_check: SelfCheck | None = None
     checkpoint_tokenizer: dict[str, Any] | None = None  # what transformers makes of it
+    memory: MemoryNeed | None = None  # what a Lambda function needs resident (sizing.py)
 
     @field_validator("repository")
     @classmethod

@@ -65,6 +65,16 @@ def _build_app() -> Any:
         if isinstance(_init, Exception):
             raise _init
         settings = get_settings()
+        if _init.memory_warning:
+            logger.warning(
+                _init.memory_warning,
+                extra={
+                    "function_memory_mb": os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"),
+                    "recommended_mb": _init.manifest.memory.recommended_mb
+                    if _init.manifest.memory
+                    else None,
+                },
+            )
         service = _init.result()
         authenticator = None
         if settings.auth_mode == "api-key":

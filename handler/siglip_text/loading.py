@@ -18,6 +18,7 @@ from .config import Settings
 from .encoder import OnnxEncoder, SessionConfig
 from .self_check import check_int8_kernel, check_reference
 from .service import PROBE_TEXT, EmbeddingService, InitTimings
+from .sizing import check_function_memory
 from .tokenization import SiglipTokenizer
 
 
@@ -49,7 +50,9 @@ def start_loading(settings: Settings) -> ServiceLoad:
     started = time.perf_counter()
     paths = settings.artifact_paths()
     manifest = load_manifest(paths.manifest)
-    return ServiceLoad(
+    # In Lambda: fail before loading a model the function's memory cannot hold (sizing.py).
+    memory_warning = check_function_memory(manifest)
+    load = ServiceLoad(
         manifest,
         paths,
         session_config(settings, manifest),
@@ -57,6 +60,8 @@ def start_loading(settings: Settings) -> ServiceLoad:
         cache_size=settings.cache_size,
         started=started,
     )
+    load.memory_warning = memory_warning
+    return load
 
 
 def build_service(
@@ -106,6 +111,8 @@ class ServiceLoad:
         self.self_check = self_check
         self.paths = paths
         self.cache_size = cache_size
+        #: sizing.check_function_memory's warning, for the Lambda entry point to log.
+        self.memory_warning: str | None = None
         self.timings = InitTimings()
         began = time.perf_counter() if started is None else started
         check_file(paths.onnx, "ONNX model", manifest)

@@ -46,8 +46,14 @@ def checkpoint_tokenizer():
     )
 
 
-def make_tiny_checkpoint(directory: Path, *, hidden: int = 32) -> Path:
-    """save_pretrained of a seeded random SiglipModel and its tokenizer into ``directory``."""
+def make_tiny_checkpoint(
+    directory: Path, *, hidden: int = 32, projection: int | None = None
+) -> Path:
+    """save_pretrained of a seeded random SiglipModel and its tokenizer into ``directory``.
+
+    ``projection``: the text head's output width (transformers' ``projection_size``; the
+    hidden size when None). giant-opt's head is wider than its tower (1536 over 1152).
+    """
     import torch
     from transformers import SiglipConfig, SiglipModel
 
@@ -61,6 +67,7 @@ def make_tiny_checkpoint(directory: Path, *, hidden: int = 32) -> Path:
             "num_hidden_layers": 2,
             "num_attention_heads": 2,
             "max_position_embeddings": 64,
+            "projection_size": projection or hidden,
             "pad_token_id": 0,
             "eos_token_id": 1,
             "bos_token_id": 2,

@@ -49,6 +49,17 @@ class Checkpoint:
     #: built from it, which may hold tokens transformers added (``<mask>``, transformers 5).
     tokenizer_file: Path | None = None
 
+    def release_tower(self) -> Any:
+        """Hand the tower over and drop this checkpoint's reference to it.
+
+        The export passes it straight to the ONNX export (optimize.build_graph), which frees
+        it once the graph is traced: the PyTorch weights are not held beside the ONNX graphs.
+        """
+        tower, self.tower = self.tower, None
+        if tower is None:
+            raise ToolError("the checkpoint's tower was already released")
+        return tower
+
     @property
     def max_positions(self) -> int:
         return int(self.tower.config.max_position_embeddings)
@@ -101,18 +112,10 @@ def load_checkpoint(
     """Load with transformers; a full SigLIP model keeps its logit scale and bias."""
     import torch
     import transformers
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoTokenizer
 
     hub = {"revision": spec.revision} if spec.kind == "hub" and spec.revision else {}
-    try:
-        config = AutoConfig.from_pretrained(spec.source, **hub)
-        model_type = str(getattr(config, "model_type", ""))
-    except (OSError, ValueError) as exc:
-        # transformers 4.57 has Siglip2TextModel but no AutoConfig entry for the
-        # "siglip2_text_model" it saves: the model class reads its own config
-        model_type = _declared_model_type(spec)
-        if model_type not in MODEL_CLASSES:
-            raise ToolError(f"{spec.source}: cannot read the model config ({exc})") from None
+    model_type = read_config(spec)[1]
     if model_type not in MODEL_CLASSES:
         raise ToolError(
             f"{spec.source}: model_type {model_type!r} is not a SigLIP model "
@@ -151,6 +154,25 @@ def load_checkpoint(
         logit_bias=float(bias.detach().reshape(-1)[0]) if bias is not None else None,
         tokenizer_file=Path(found) if found else None,
     )
+
+
+def read_config(spec: SourceSpec) -> tuple[Any, str]:
+    """The checkpoint's transformers config (None when transformers has no class for it)
+    and its ``model_type``; a ToolError when neither can be read. Reads config.json alone
+    (from the Hub: that file only), no weights."""
+    from transformers import AutoConfig
+
+    hub = {"revision": spec.revision} if spec.kind == "hub" and spec.revision else {}
+    try:
+        config = AutoConfig.from_pretrained(spec.source, **hub)
+        return config, str(getattr(config, "model_type", ""))
+    except (OSError, ValueError) as exc:
+        # transformers 4.57 has Siglip2TextModel but no AutoConfig entry for the
+        # "siglip2_text_model" it saves: the model class reads its own config
+        model_type = _declared_model_type(spec)
+        if model_type not in MODEL_CLASSES:
+            raise ToolError(f"{spec.source}: cannot read the model config ({exc})") from None
+        return None, model_type
 
 
 def _declared_model_type(spec: SourceSpec) -> str:

@@ -1,16 +1,18 @@
 """The checks every export must pass before its manifest is written.
 
+`checkpoint_reference` (PyTorch's side, computed once, before the tower is freed) and
 `check_against_checkpoint`: the bundle's token ids against the contract's (built from the
 checkpoint's tokenizer.json) and its vectors against PyTorch on the contract's edge cases;
 `describe_checkpoint_tokenizer`: what the installed transformers makes of the checkpoint
 tokenizer, where it differs from the contract (recorded, never a failure);
-`measure_int8_fidelity`: an int8 graph against the fp32 graph of the same checkpoint
-(cosine, top-10 overlap). A miss raises `ExportCheckFailed` (exit status 1).
+`fp32_fidelity_vectors` then `measure_int8_fidelity`: an int8 graph against the fp32 graph
+of the same checkpoint (cosine, top-10 overlap). A miss raises `ExportCheckFailed` (exit status 1).
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,6 +27,7 @@ from ..texts import EDGE_CASE_TEXTS, SPECIAL_TOKEN_STRINGS, synthetic_captions
 
 if TYPE_CHECKING:
     from ...service import EmbeddingService
+    from ...tokenization import SiglipTokenizer
 
 MAX_LENGTH = 64
 FP32_MIN_COSINE = 0.99999
@@ -39,26 +42,37 @@ def _log(message: str) -> None:
     print(f"[export] {message}", file=sys.stderr, flush=True)
 
 
-def check_against_checkpoint(
-    service: EmbeddingService,
-    checkpoint: Any,
-    *,
-    lowercase: Lowercase,
-    min_cosine: float | None,
-    reference: Any = None,
-) -> dict[str, Any]:
-    """Tokenizer parity with the contract reference and vectors against PyTorch on EDGE_CASE_TEXTS.
+@dataclass(frozen=True)
+class CheckpointReference:
+    """What the PyTorch tower gives on EDGE_CASE_TEXTS, computed once before the tower is
+    freed (the export then holds no PyTorch model beside the ONNX graphs it builds)."""
 
-    The reference ids are the contract's, built from the content ids of the checkpoint's
-    tokenizer.json (``reference``, default ``file_tokenizer(checkpoint)``) by
-    ``contract_token_ids``, so they do not depend on the installed transformers. The
-    vectors are compared on the same ids (ours), so a tokenizer difference and a graph
-    difference each get their own message. Raises ExportCheckFailed when either misses.
+    texts: tuple[str, ...]
+    #: The bundle tokenizer's ids for the texts (the ids both sides are fed).
+    ids: np.ndarray
+    #: Where those ids depart from the contract's, one line per text (empty: none).
+    mismatches: tuple[str, ...]
+    #: The tower's pooled output on ``ids``, float32.
+    vectors: np.ndarray
+    lowercase: Lowercase
+
+
+def checkpoint_reference(
+    tokenizer: SiglipTokenizer, checkpoint: Any, *, lowercase: Lowercase, reference: Any = None
+) -> CheckpointReference:
+    """Tokenizer parity with the contract reference and PyTorch's vectors on EDGE_CASE_TEXTS.
+
+    ``tokenizer`` is the bundle's (as the service loads it). The reference ids are the
+    contract's, built from the content ids of the checkpoint's tokenizer.json
+    (``reference``, default ``file_tokenizer(checkpoint)``) by ``contract_token_ids``, so
+    they do not depend on the installed transformers. The vectors are PyTorch's on the
+    bundle's ids, so that a tokenizer difference and a graph difference each get their own
+    message in `check_against_checkpoint`.
     """
     from .checkpoint import contract_token_ids, file_tokenizer, pooled_vectors
 
     texts = EDGE_CASE_TEXTS
-    ours = service.tokenizer.encode_texts(texts).ids
+    ours = tokenizer.encode_texts(texts).ids
     if reference is None:
         reference = file_tokenizer(checkpoint)
     theirs = contract_token_ids(reference, texts, lowercase=lowercase, max_length=MAX_LENGTH)
@@ -68,14 +82,35 @@ def check_against_checkpoint(
             reason = explain_id_mismatch(
                 mine,
                 ref,
-                pad_id=service.tokenizer.pad_id,
-                eos_id=service.tokenizer.eos_id,
-                bos_id=service.tokenizer.bos_id,
+                pad_id=tokenizer.pad_id,
+                eos_id=tokenizer.eos_id,
+                bos_id=tokenizer.bos_id,
             )
             mismatches.append(f"{text[:40]!r}: {reason}")
+    return CheckpointReference(
+        texts=tuple(texts),
+        ids=ours,
+        mismatches=tuple(mismatches),
+        vectors=pooled_vectors(checkpoint.tower, ours.tolist()),
+        lowercase=lowercase,
+    )
+
+
+def check_against_checkpoint(
+    service: EmbeddingService, reference: CheckpointReference, *, min_cosine: float | None
+) -> dict[str, Any]:
+    """The service's vectors against PyTorch's (`checkpoint_reference`) on EDGE_CASE_TEXTS.
+
+    Raises ExportCheckFailed when the bundle's ids miss the contract's or, with
+    ``min_cosine``, when the lowest cosine is below it.
+    """
+    texts = list(reference.texts)
+    ours = service.tokenizer.encode_texts(texts).ids
+    if not np.array_equal(ours, reference.ids):
+        raise ExportCheckFailed("the served tokenizer's ids differ from the checked tokenizer's")
     vectors = service.embed_texts(texts).vectors
-    expected = pooled_vectors(checkpoint.tower, ours.tolist())
-    stats = compare_vectors(vectors, expected)
+    stats = compare_vectors(vectors, reference.vectors)
+    mismatches = reference.mismatches
     _log(
         f"vs PyTorch on {stats.count} texts: cosine min {stats.cosine_min:.7f} mean "
         f"{stats.cosine_mean:.7f}, max abs error {stats.max_abs_error:.2e}; tokenizer "
@@ -98,8 +133,8 @@ def check_against_checkpoint(
         "texts": len(texts),
         "tokenizer_mismatches": 0,
         "tokenizer_reference": "the contract's ids: the checkpoint's tokenizer.json (read with "
-        f"tokenizers) on the lowercased text ({lowercase}), no special tokens added and "
-        f"special-token strings as text, the first {MAX_LENGTH - 1} ids, <eos>, <pad> to "
+        f"tokenizers) on the lowercased text ({reference.lowercase}), no special tokens added "
+        f"and special-token strings as text, the first {MAX_LENGTH - 1} ids, <eos>, <pad> to "
         f"{MAX_LENGTH}",
         "vs_pytorch": stats.as_dict(),
     }
@@ -242,23 +277,41 @@ def _post_processing_phrase(reasons: dict[str, int]) -> str:
     return "so that " + "; ".join(rest)
 
 
-def measure_int8_fidelity(
-    int8: EmbeddingService, fp32: EmbeddingService, *, corpus_size: int, queries: int
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Fp32Vectors:
+    """The fp32 graph's vectors for the int8 fidelity measure, computed before the int8 graph
+    is made (the fp32 session is then closed while quantizing)."""
+
+    corpus_size: int
+    queries: int
+    corpus: np.ndarray
+    query_vectors: np.ndarray
+    edge_cases: np.ndarray
+
+
+def fp32_fidelity_vectors(fp32: EmbeddingService, *, corpus_size: int, queries: int) -> Fp32Vectors:
+    """The synthetic corpus (seed 1), the queries (seed 2) and EDGE_CASE_TEXTS, with fp32."""
+    return Fp32Vectors(
+        corpus_size=corpus_size,
+        queries=queries,
+        corpus=fp32.embed_texts(synthetic_captions(corpus_size, seed=1)).vectors,
+        query_vectors=fp32.embed_texts(synthetic_captions(queries, seed=2)).vectors,
+        edge_cases=fp32.embed_texts(EDGE_CASE_TEXTS).vectors,
+    )
+
+
+def measure_int8_fidelity(int8: EmbeddingService, fp32: Fp32Vectors) -> dict[str, Any]:
     """int8 against fp32: cosine on EDGE_CASE_TEXTS + queries, top-10 over a synthetic corpus.
 
     The corpus stands in for an index built with full precision: it is embedded once with
-    fp32, and the queries are ranked against it with fp32 and with int8 query vectors.
+    fp32 (`fp32_fidelity_vectors`), and the queries are ranked against it with fp32 and with
+    int8 query vectors.
     """
-    corpus_texts = synthetic_captions(corpus_size, seed=1)
-    query_texts = synthetic_captions(queries, seed=2)
-    corpus = fp32.embed_texts(corpus_texts).vectors
-    reference = fp32.embed_texts(query_texts).vectors
-    ours = int8.embed_texts(query_texts).vectors
-    check_texts = fp32.embed_texts(EDGE_CASE_TEXTS).vectors
+    corpus, reference = fp32.corpus, fp32.query_vectors
+    ours = int8.embed_texts(synthetic_captions(fp32.queries, seed=2)).vectors
     cosine = compare_vectors(
         np.concatenate([int8.embed_texts(EDGE_CASE_TEXTS).vectors, ours]),
-        np.concatenate([check_texts, reference]),
+        np.concatenate([fp32.edge_cases, reference]),
     )
     overlap = topk_overlap(ours, reference, corpus, k=10)
     spread = corpus @ corpus.T
@@ -267,15 +320,22 @@ def measure_int8_fidelity(
         "reference": "fp32 export of the same checkpoint",
         "cosine": cosine.as_dict(),
         "top10_overlap": overlap.as_dict(),
-        "corpus": f"{corpus_size} synthetic captions (seed 1), {queries} queries (seed 2)",
+        "corpus": f"{fp32.corpus_size} synthetic captions (seed 1), {fp32.queries} queries "
+        "(seed 2)",
         "corpus_mean_pairwise_cosine": round(float(off_diagonal.mean()), 6),
     }
 
 
-def record_self_check(served: EmbeddingService, fp32: EmbeddingService) -> SelfCheck:
-    """The manifest's ``self_check``: the fp32 graph's vector of the init probe's text, and
-    the bound init holds this bundle to (its cosine here less `self_check.MARGIN`)."""
-    reference = fp32.embed_texts([PROBE_TEXT]).vectors[0].astype(np.float64)
+def probe_reference(fp32: EmbeddingService) -> np.ndarray:
+    """The fp32 graph's vector of the init probe's text (`record_self_check`'s reference),
+    taken while the fp32 session is open: export closes it before it quantizes."""
+    return fp32.embed_texts([PROBE_TEXT]).vectors[0].astype(np.float64)
+
+
+def record_self_check(served: EmbeddingService, reference: np.ndarray) -> SelfCheck:
+    """The manifest's ``self_check``: the fp32 graph's vector of the init probe's text
+    (`probe_reference`), and the bound init holds this bundle to (its cosine here less
+    `self_check.MARGIN`)."""
     ours = served.embed_texts([PROBE_TEXT]).vectors[0].astype(np.float64)
     cosine = float(np.dot(ours, reference) / np.linalg.norm(reference))
     return SelfCheck(

@@ -92,6 +92,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "arm64), -127..127 (int8: saturates on AVX2 without VNNI) or uint8 (docs/cpus.md)",
     )
     parser.add_argument(
+        "--skip-memory-check",
+        action="store_true",
+        help="export even when the machine's available memory plus free swap is below what "
+        "the export needs (stated at the start, from the checkpoint's parameter count)",
+    )
+    parser.add_argument(
         "--fidelity-corpus",
         type=int,
         default=512,
@@ -122,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         per_channel=args.int8_weights == "per-channel",
         int8_weight_form=args.int8_weight_form,
         prune_merges=not args.keep_all_merges,
+        check_memory=not args.skip_memory_check,
     )
     try:
         report = export_bundle(options)

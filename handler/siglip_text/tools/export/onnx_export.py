@@ -37,10 +37,24 @@ def export_text_tower(
 
     ``external_data`` forces (True) or forbids (False) the ``.data`` file; None decides by
     size. The exporter itself writes one file per tensor next to a graph over 2 GB, so it
-    writes into a scratch directory and only the final files reach ``path``'s directory.
+    writes into a scratch directory and only the final files reach ``path``'s directory
+    (`trace_text_tower`, then `place_graph`).
     """
-    import shutil
     import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".export-", dir=path.parent) as scratch:
+        staged = trace_text_tower(
+            model, Path(scratch) / path.name, max_length=max_length, opset=opset, fusible=fusible
+        )
+        place_graph(staged, path, external_data=external_data)
+
+
+def trace_text_tower(
+    model: Any, staged: Path, *, max_length: int, opset: int, fusible: bool
+) -> Path:
+    """``torch.onnx.export`` of the text tower to ``staged`` (in a scratch directory: over
+    2 GB the exporter writes one file per tensor beside it). Returns ``staged``."""
     import warnings
 
     import torch
@@ -62,38 +76,42 @@ def export_text_tower(
         wrapper = fusible_tower(tower)
     else:
         wrapper = PooledText(tower).eval()
-    size = sum(p.numel() * p.element_size() for p in wrapper.parameters())
-    if external_data is None:
-        external_data = size >= PROTOBUF_LIMIT - 64 * 1024**2
     example = torch.zeros((1, max_length), dtype=torch.long)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".export-", dir=path.parent))
-    try:
-        staged = scratch / path.name
-        with torch.no_grad(), warnings.catch_warnings():
-            # The trace is taken at the contract's fixed length; shape checks in the model's
-            # Python code become constants, which is what the fixed-length graph wants.
-            warnings.simplefilter("ignore", getattr(torch.jit, "TracerWarning", RuntimeWarning))
-            torch.onnx.export(
-                wrapper,
-                (example,),
-                str(staged),
-                input_names=["input_ids"],
-                output_names=["text_embeds"],
-                dynamic_axes={"input_ids": {0: "batch"}, "text_embeds": {0: "batch"}},
-                opset_version=opset,
-                do_constant_folding=True,
-                dynamo=False,
-            )
-        if external_data or len(list(scratch.iterdir())) > 1:
-            import onnx
+    with torch.no_grad(), warnings.catch_warnings():
+        # The trace is taken at the contract's fixed length; shape checks in the model's
+        # Python code become constants, which is what the fixed-length graph wants.
+        warnings.simplefilter("ignore", getattr(torch.jit, "TracerWarning", RuntimeWarning))
+        torch.onnx.export(
+            wrapper,
+            (example,),
+            str(staged),
+            input_names=["input_ids"],
+            output_names=["text_embeds"],
+            dynamic_axes={"input_ids": {0: "batch"}, "text_embeds": {0: "batch"}},
+            opset_version=opset,
+            do_constant_folding=True,
+            dynamo=False,
+        )
+    return staged
 
-            save_onnx(onnx.load(str(staged)), path, external_data=external_data)
-        else:
-            external_data_path(path).unlink(missing_ok=True)
-            staged.replace(path)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+
+def place_graph(staged: Path, path: Path, *, external_data: bool | None) -> None:
+    """Move the exporter's output at ``staged`` to ``path``: as it is when it is one file
+    and one file is wanted, else re-saved as one graph file (plus one ``.data`` file).
+
+    Over 2 GB the exporter writes one file per tensor: those are copied into the ``.data``
+    file a tensor at a time (`save_streaming`), never all held at once."""
+    if external_data and len(list(staged.parent.iterdir())) > 1:
+        import onnx
+
+        save_streaming(onnx.load(str(staged), load_external_data=False), path, staged.parent)
+    elif external_data or len(list(staged.parent.iterdir())) > 1:
+        import onnx
+
+        save_onnx(onnx.load(str(staged)), path, external_data=external_data)
+    else:
+        external_data_path(path).unlink(missing_ok=True)
+        staged.replace(path)
 
 
 def external_data_path(path: Path) -> Path:
@@ -128,6 +146,38 @@ def save_onnx(model: Any, path: Path, *, external_data: bool | None = None) -> N
         data.chmod(0o644)
     else:
         onnx.save_model(model, str(path))
+
+
+def save_streaming(model: Any, path: Path, source: Path) -> None:
+    """``save_onnx(model, path, external_data=True)`` for a model whose large tensors still
+    point at their external files under ``source`` (loaded with ``load_external_data=False``).
+
+    Writes the same bytes as loading every tensor and then saving (onnx's
+    ``load_external_data_for_model`` then ``save_model(save_as_external_data=True,
+    all_tensors_to_one_file=True, size_threshold=1024)``): the same steps, in the same
+    order, one tensor at a time, so that only one tensor's data is held at once.
+    """
+    import sys
+
+    import onnx
+    from onnx import external_data_helper as helper
+
+    data = external_data_path(path)
+    data.unlink(missing_ok=True)
+    for tensor in helper._get_initializer_tensors(model):
+        if helper.uses_external_data(tensor):
+            helper.load_external_data_for_tensor(tensor, str(source))
+        if tensor.HasField("raw_data") and sys.getsizeof(tensor.raw_data) >= 1024:
+            helper.set_external_data(tensor, data.name)
+            helper.save_external_data(tensor, str(path.parent))
+            tensor.ClearField("raw_data")
+    # Attribute tensors (Constant nodes) stay inside the graph, as save_model leaves them.
+    for tensor in helper._get_attribute_tensors(model):
+        if helper.uses_external_data(tensor):
+            helper.load_external_data_for_tensor(tensor, str(source))
+    onnx.save_model(model, str(path))
+    if data.exists():
+        data.chmod(0o644)
 
 
 def _tensor_bytes(tensor: Any) -> int:

@@ -36,6 +36,7 @@ from ...bundle import (
     FileEntry,
     Lowercase,
     Manifest,
+    MemoryNeed,
     Precision,
     TokenizerMerges,
     sha256_file,
@@ -44,6 +45,8 @@ from ...config import available_cpus
 from ...encoder import SessionConfig
 from ...loading import build_service, graph_optimization_level
 from ...service import EmbeddingService
+from ...sizing import memory_need
+from ...tokenization import SiglipTokenizer
 from ..errors import ToolError
 from .checks import (
     FP32_MIN_COSINE,
@@ -51,9 +54,19 @@ from .checks import (
     MAX_LENGTH,
     ExportCheckFailed,
     check_against_checkpoint,
+    checkpoint_reference,
     describe_checkpoint_tokenizer,
+    fp32_fidelity_vectors,
     measure_int8_fidelity,
+    probe_reference,
     record_self_check,
+)
+from .memory import (
+    check_memory,
+    export_memory_need,
+    machine_memory,
+    release_memory,
+    text_tower_parameters,
 )
 from .onnx_export import DEFAULT_OPSET, external_data_path
 from .ort_optimize import optimize_graph
@@ -92,6 +105,8 @@ class ExportOptions:
     # Drop the BPE merges no lowercased text can use (tokenizer_merges.py): same ids,
     # a faster tokenizer load at init.
     prune_merges: bool = True
+    # Refuse before loading when the machine clearly lacks the memory (memory.py).
+    check_memory: bool = True
 
 
 @dataclass
@@ -140,6 +155,8 @@ def export_bundle(options: ExportOptions) -> ExportReport:
 
     timings: dict[str, float] = {}
     started = time.perf_counter()
+    if options.check_memory:
+        preflight(spec, options.precision)
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST_FILE).unlink(missing_ok=True)
@@ -158,6 +175,27 @@ def export_bundle(options: ExportOptions) -> ExportReport:
     write_contract_tokenizer(checkpoint, tokenizer_path, lowercase=options.lowercase)
     merges = prune_merges(tokenizer_path) if options.prune_merges else None
 
+    # PyTorch's side of every check, computed now: the tower is then handed to the ONNX
+    # export and freed, so that no PyTorch model is held beside the ONNX graphs (memory.py).
+    log("computing PyTorch's reference vectors")
+    began = time.perf_counter()
+    contract = _contract_fields(options, spec, checkpoint)
+    reference = file_tokenizer(checkpoint)
+    pytorch = checkpoint_reference(
+        _bundle_tokenizer(tokenizer_path, merges),
+        checkpoint,
+        lowercase=options.lowercase,
+        reference=reference,
+    )
+    loaded_tokenizer = describe_checkpoint_tokenizer(
+        checkpoint, lowercase=options.lowercase, reference=reference
+    )
+    if loaded_tokenizer.get("note"):
+        log(f"NOTE: {loaded_tokenizer['note']}")
+    timings["check_s"] = time.perf_counter() - began
+
+    # The token table's shape, for the memory the bundle needs in Lambda (sizing.py).
+    table_shape = (checkpoint.embedding_rows, int(checkpoint.tower.config.hidden_size))
     onnx_path = out / ONNX_FILE
     scratch = Path(tempfile.mkdtemp(prefix=".fp32-", dir=out))
     try:
@@ -165,7 +203,7 @@ def export_bundle(options: ExportOptions) -> ExportReport:
         log(f"exporting the text tower to ONNX (opset {options.opset})")
         began = time.perf_counter()
         graph = build_graph(
-            checkpoint.tower,
+            checkpoint.release_tower(),
             fp32_path,
             max_length=MAX_LENGTH,
             opset=options.opset,
@@ -174,7 +212,7 @@ def export_bundle(options: ExportOptions) -> ExportReport:
         )
         timings["onnx_export_s"] = time.perf_counter() - began
 
-        base = _contract_fields(options, spec, checkpoint).model_copy(update={"graph": graph})
+        base = contract.model_copy(update={"graph": graph})
         # What is served: the optimized graph, loaded as the server will load it.
         final = (
             base.model_copy(update={"graph_optimization": OFFLINE_OPTIMIZATION})
@@ -184,31 +222,29 @@ def export_bundle(options: ExportOptions) -> ExportReport:
         if options.precision == "fp32" and options.optimize:
             began = time.perf_counter()
             optimize_graph(fp32_path, external_data=options.external_data)
+            release_memory()
             timings["optimize_s"] = time.perf_counter() - began
         log("checking the fp32 graph (load_service, as serve) against PyTorch")
         began = time.perf_counter()
         fp32_fields = final if options.precision == "fp32" else base
         fp32_service = _check_service(fp32_fields, fp32_path, tokenizer_path, options.threads)
-        reference = file_tokenizer(checkpoint)
-        check = check_against_checkpoint(
-            fp32_service,
-            checkpoint,
-            lowercase=options.lowercase,
-            min_cosine=options.min_cosine,
-            reference=reference,
-        )
-        loaded_tokenizer = describe_checkpoint_tokenizer(
-            checkpoint, lowercase=options.lowercase, reference=reference
-        )
-        if loaded_tokenizer.get("note"):
-            log(f"NOTE: {loaded_tokenizer['note']}")
-        timings["check_s"] = time.perf_counter() - began
+        check = check_against_checkpoint(fp32_service, pytorch, min_cosine=options.min_cosine)
+        reference = probe_reference(fp32_service)
+        timings["check_s"] += time.perf_counter() - began
 
         quantization: dict[str, Any] | None = None
         fidelity: dict[str, Any] | None = None
         if options.precision == "int8":
             from .quantize import quantize_int8
 
+            began = time.perf_counter()
+            fp32_vectors = fp32_fidelity_vectors(
+                fp32_service, corpus_size=options.fidelity_corpus, queries=options.fidelity_queries
+            )
+            # The fp32 session is closed while quantizing: its vectors are all int8 needs.
+            del fp32_service
+            release_memory()
+            timings["fidelity_s"] = time.perf_counter() - began
             log("quantizing to int8 (MatMul weights per column, token table per row)")
             began = time.perf_counter()
             quantization = quantize_int8(
@@ -218,39 +254,30 @@ def export_bundle(options: ExportOptions) -> ExportReport:
                 per_channel=options.per_channel,
                 weight_form=options.int8_weight_form,  # type: ignore[arg-type]
             ).as_dict()
+            release_memory()
             timings["quantize_s"] = time.perf_counter() - began
             if options.optimize:
                 began = time.perf_counter()
                 optimize_graph(onnx_path, external_data=options.external_data)
+                release_memory()
                 timings["optimize_s"] = time.perf_counter() - began
             began = time.perf_counter()
             int8_service = _check_service(final, onnx_path, tokenizer_path, options.threads)
             log("measuring int8 fidelity against fp32 (cosine, top-10 overlap)")
-            fidelity = measure_int8_fidelity(
-                int8_service,
-                fp32_service,
-                corpus_size=options.fidelity_corpus,
-                queries=options.fidelity_queries,
-            )
-            timings["fidelity_s"] = time.perf_counter() - began
+            fidelity = measure_int8_fidelity(int8_service, fp32_vectors)
+            timings["fidelity_s"] += time.perf_counter() - began
             fidelity["fp32_vs_pytorch"] = check["vs_pytorch"]
-            check = check_against_checkpoint(
-                int8_service,
-                checkpoint,
-                lowercase=options.lowercase,
-                min_cosine=None,
-                reference=reference,
-            )
+            check = check_against_checkpoint(int8_service, pytorch, min_cosine=None)
             if fidelity["cosine"]["cosine_min"] < options.int8_min_cosine:
                 raise ExportCheckFailed(
                     f"int8 graph vs fp32: lowest cosine {fidelity['cosine']['cosine_min']:.6f} "
                     f"is below {options.int8_min_cosine} (--int8-min-cosine)"
                 )
-            self_check = record_self_check(int8_service, fp32_service)
+            self_check = record_self_check(int8_service, reference)
             del int8_service
         else:
-            self_check = record_self_check(fp32_service, fp32_service)
-        del fp32_service
+            self_check = record_self_check(fp32_service, reference)
+            del fp32_service
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -269,10 +296,35 @@ def export_bundle(options: ExportOptions) -> ExportReport:
             "files": file_entries(out),
         }
     )
+    manifest = manifest.model_copy(
+        update={"memory": bundle_memory_need(manifest, table_shape, options.precision)}
+    )
     # Validated as the runtime will read it, then written last: no manifest, no bundle.
     manifest = Manifest.model_validate(manifest.model_dump())
     (out / MANIFEST_FILE).write_text(manifest.to_json())
     return ExportReport(out=out, manifest=manifest, timings=timings)
+
+
+def preflight(spec: Any, precision: Precision) -> None:
+    """State what the export will need in memory (from the checkpoint's config: its text
+    tower's parameter count) and refuse, before any weight is read, when the machine has
+    clearly less (memory.check_memory: available memory plus free swap)."""
+    from .checkpoint import read_config
+
+    config, _ = read_config(spec)
+    if config is None:
+        return
+    parameters = text_tower_parameters(config)
+    need = export_memory_need(parameters, precision)
+    machine = machine_memory()
+    log(
+        f"text tower: {parameters / 1e6:.0f} M parameters; the {precision} export needs about "
+        f"{need / 1e9:.1f} GB of memory"
+        + (f" ({machine.available / 1e9:.1f} GB available)" if machine.available else "")
+    )
+    warning = check_memory(need, machine)
+    if warning:
+        log(f"WARNING: {warning}")
 
 
 def write_contract_tokenizer(checkpoint: Any, path: Path, *, lowercase: Lowercase) -> None:
@@ -328,6 +380,13 @@ def _contract_fields(options: ExportOptions, spec: Any, checkpoint: Any) -> Mani
         revision=spec.revision.lower(),
         embedding_dimension=int(probe.pooler_output.shape[-1]),
         text_max_token_length=MAX_LENGTH,
+    )
+
+
+def _bundle_tokenizer(path: Path, merges: TokenizerMerges | None) -> SiglipTokenizer:
+    """The bundle's tokenizer as the service loads it (loading.ServiceLoad)."""
+    return SiglipTokenizer.from_file(
+        path, max_length=MAX_LENGTH, token_ids=merges.token_ids if merges is not None else None
     )
 
 
@@ -388,6 +447,17 @@ def _source_date() -> datetime | None:
     """The build time of a reproducible build (reproducible-builds.org's SOURCE_DATE_EPOCH)."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
     return datetime.fromtimestamp(int(epoch), UTC) if epoch.isdigit() else None
+
+
+def bundle_memory_need(
+    manifest: Manifest, table_shape: tuple[int, int], precision: Precision
+) -> MemoryNeed:
+    """What the bundle needs resident in Lambda, from its model files' sizes and its token
+    table (fp32: 4 bytes a number; int8: 1, plus a float32 scale a row)."""
+    rows, width = table_shape
+    table = rows * width * 4 if precision == "fp32" else rows * width + rows * 4
+    model = sum(entry.size or 0 for name, entry in manifest.files.items() if name != TOKENIZER_FILE)
+    return memory_need(model_bytes=model, table_bytes=table, precision=precision)
 
 
 def file_entries(out: Path) -> dict[str, FileEntry]:

@@ -22,16 +22,26 @@ Needs torch (the export extra) for the tower and ``onnxruntime.transformers`` fo
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
+import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ...bundle import GraphBuild
 from ..errors import ToolError
 from .fusible import tower_shape
-from .onnx_export import export_text_tower, external_data_path, save_onnx
+from .memory import release_memory
+from .onnx_export import (
+    external_data_path,
+    place_graph,
+    save_onnx,
+    save_streaming,
+    trace_text_tower,
+)
 
 #: The fused operators counted in the manifest.
 FUSED_OPERATORS = ("Attention", "FastGelu")
@@ -46,23 +56,38 @@ def build_graph(
     external_data: bool | None,
     fuse: bool = True,
 ) -> GraphBuild:
-    """Export the fp32 graph to ``path``: fused (`fusible_tower` + `fuse_graph`) or plain."""
-    if not fuse:
-        export_text_tower(
-            tower, path, max_length=max_length, opset=opset, external_data=external_data
-        )
-        return GraphBuild(forward="transformers", last_layer="all positions")
-    export_text_tower(
-        tower,
-        path,
-        max_length=max_length,
-        opset=opset,
-        external_data=external_data,
-        fusible=True,
-    )
+    """Export the fp32 graph to ``path``: fused (`fusible_tower` + `fuse_graph`) or plain.
+
+    Takes the tower over: once traced it is freed (when the caller holds no other reference,
+    as the export pipeline does with ``Checkpoint.release_tower``), before the graph is
+    written out and fused, so the PyTorch weights and the ONNX graph are not held at once.
+    """
     layers, heads, hidden = tower_shape(tower)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".export-", dir=path.parent) as scratch:
+        staged = trace_text_tower(
+            tower, Path(scratch) / path.name, max_length=max_length, opset=opset, fusible=fuse
+        )
+        del tower
+        release_memory()
+        place_graph(staged, path, external_data=external_data)
+    release_memory()
+    if not fuse:
+        return GraphBuild(forward="transformers", last_layer="all positions")
     fused = fuse_graph(path, layers=layers, heads=heads, hidden=hidden)
+    release_memory()
     return GraphBuild(forward="fusible", last_layer="pooled position only", fused_operators=fused)
+
+
+@contextlib.contextmanager
+def _working_directory(directory: Path) -> Iterator[None]:
+    """Run the block in ``directory`` (onnx resolves a tensor's external file from it)."""
+    previous = Path.cwd()
+    os.chdir(directory)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
 
 
 def fuse_graph(path: Path, *, layers: int, heads: int, hidden: int) -> dict[str, int]:
@@ -82,18 +107,28 @@ def fuse_graph(path: Path, *, layers: int, heads: int, hidden: int) -> dict[str,
     # of them took 10 to 12 ms of a 1-thread int8 query, the unfused pair about 3 ms.
     options.enable_skip_layer_norm = False
     options.enable_bias_skip_layer_norm = False
+    import onnx
+
+    # With a .data file, the graph is fused without its weights in memory: each tensor stays
+    # a reference into the file, read when a fusion needs its numbers (the query, key and
+    # value weights it concatenates: the relative references resolve from the graph's
+    # directory) and copied a tensor at a time when saved (graph.save_streaming): the
+    # same bytes as loading it all, without holding it all.
+    streamed = external_data_path(path).exists()
+    source = onnx.load(str(path), load_external_data=not streamed)
     level = logging.getLogger("onnxruntime.transformers").level
     logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
     try:
-        model = optimize_model(
-            str(path),
-            model_type="bert",
-            num_heads=heads,
-            hidden_size=hidden,
-            optimization_options=options,
-            opt_level=0,
-            use_gpu=False,
-        )
+        with _working_directory(path.parent if streamed else Path.cwd()):
+            model = optimize_model(
+                source,
+                model_type="bert",
+                num_heads=heads,
+                hidden_size=hidden,
+                optimization_options=options,
+                opt_level=0,
+                use_gpu=False,
+            )
     finally:
         logging.getLogger("onnxruntime.transformers").setLevel(level)
     counts = collections.Counter(node.op_type for node in model.model.graph.node)
@@ -115,7 +150,11 @@ def fuse_graph(path: Path, *, layers: int, heads: int, hidden: int) -> dict[str,
     scratch = Path(tempfile.mkdtemp(prefix=".fuse-", dir=path.parent))
     try:
         staged = scratch / path.name
-        save_onnx(model.model, staged, external_data=external_data_path(path).exists())
+        if streamed:
+            with _working_directory(path.parent):
+                save_streaming(model.model, staged, path.parent)
+        else:
+            save_onnx(model.model, staged, external_data=False)
         external_data_path(path).unlink(missing_ok=True)
         if external_data_path(staged).exists():
             external_data_path(staged).replace(external_data_path(path))

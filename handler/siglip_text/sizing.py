@@ -1,0 +1,69 @@
+"""Lambda sizing: does the function's memory hold what the bundle needs resident?
+
+Export records the need in the manifest (``memory``: `bundle.MemoryNeed`, derived from the
+graph's sizes); Lambda states the function's memory in ``AWS_LAMBDA_FUNCTION_MEMORY_SIZE``
+(MB). Below ``minimum_mb`` the weights every query reads cannot be held: init fails closed
+with a `ModelLoadError` naming both figures, before the model is loaded. Below
+``recommended_mb`` it serves, and the init logs a warning saying what to set.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+
+from .bundle import Manifest, MemoryNeed
+from .errors import ModelLoadError
+
+MEMORY_SIZE_VARIABLE = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
+
+#: The process around the weights: Python, ONNX Runtime, tokenizers, the web stack, the
+#: tokenizer and a query's activations. An allowance, set so that the minimum matches the
+#: serving RSS measured for so400m in issue 21 (fp32 1.78 GB, int8 575 MB, through the
+#: Lambda entry point): its weights other than the token table are 1,576 MiB (fp32) and 397
+#: MiB (int8), so the minimum is 1,726 and 547 MiB against 1,698 and 548 MiB measured.
+RUNTIME_MB = 150
+
+
+def memory_need(*, model_bytes: int, table_bytes: int, precision: str | None) -> MemoryNeed:
+    """The need of a graph whose files hold ``model_bytes``, ``table_bytes`` of them the
+    token embedding table."""
+    mib = 1024 * 1024
+    every_query = max(model_bytes - table_bytes, 0)
+    return MemoryNeed(
+        minimum_mb=math.ceil(every_query / mib) + RUNTIME_MB,
+        recommended_mb=math.ceil(model_bytes / mib) + RUNTIME_MB,
+        basis=f"derived at export ({precision or 'fp32'}): the model files' weights other "
+        f"than the token table (read by every query) + {RUNTIME_MB} MiB for the runtime is "
+        "the minimum; the whole model files + the runtime is recommended",
+    )
+
+
+def check_function_memory(
+    manifest: Manifest, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """None when the function's memory holds the bundle (or either figure is unknown); a
+    warning to log when it is below the recommended figure; `ModelLoadError` below the
+    minimum."""
+    env = os.environ if environ is None else environ
+    raw = env.get(MEMORY_SIZE_VARIABLE, "").strip()
+    need = manifest.memory
+    if need is None or not raw.isdigit():
+        return None
+    size = int(raw)
+    if size < need.minimum_mb:
+        raise ModelLoadError(
+            f"the function has {size} MB of memory ({MEMORY_SIZE_VARIABLE}); this bundle "
+            f"({manifest.precision or 'fp32'}, {manifest.embedding_dimension}-d) needs at least "
+            f"{need.minimum_mb} MB to hold the weights every query reads, "
+            f"{need.recommended_mb} MB recommended: raise MemorySize"
+        )
+    if size < need.recommended_mb:
+        return (
+            f"the function has {size} MB of memory ({MEMORY_SIZE_VARIABLE}), below the "
+            f"{need.recommended_mb} MB this bundle needs to keep its whole model resident "
+            f"(minimum {need.minimum_mb} MB): token-table pages will be read again from the "
+            "image; raise MemorySize"
+        )
+    return None

@@ -1,0 +1,247 @@
+"""Sizes: giant-opt's head wider than its tower, the export's memory pre-flight, and the
+Lambda sizing guard (the manifest's memory need against the function's memory).
+
+The checkpoints are real (tiny, random) SiglipModels written with save_pretrained; the
+bundles are exported with ``siglip-text export`` and served by ``load_service`` and the
+FastAPI app: nothing is mocked. Memory figures themselves are measured by
+``benchmarks/export_memory.py``, never asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+for _module in ("torch", "transformers", "onnx"):
+    pytest.importorskip(
+        _module,
+        reason="needs the export extra: pip install torch==2.13.0 -e '.[export]'",
+    )
+
+from fastapi.testclient import TestClient  # noqa: E402
+from siglip_text import sizing  # noqa: E402
+from siglip_text.api import create_app  # noqa: E402
+from siglip_text.cli import main  # noqa: E402
+from siglip_text.config import load_settings  # noqa: E402
+from siglip_text.errors import ModelLoadError  # noqa: E402
+from siglip_text.loading import load_service  # noqa: E402
+from siglip_text.tools.errors import ToolError  # noqa: E402
+from siglip_text.tools.export import memory  # noqa: E402
+from siglip_text.tools.export.checkpoint import (  # noqa: E402
+    SourceSpec,
+    load_checkpoint,
+    pooled_vectors,
+)
+
+from tests.support.aws_lambda import imported_lambda  # noqa: E402
+from tests.support.tiny_checkpoint import REPOSITORY, REVISION, make_tiny_checkpoint  # noqa: E402
+
+pytestmark = pytest.mark.export
+
+HIDDEN, HEAD = 32, 48  # giant-opt's shape in miniature: a head wider than the tower
+
+
+def _export(checkpoint: Path, out: Path, *extra: str) -> int:
+    return main(
+        [
+            "export",
+            str(checkpoint),
+            "--out",
+            str(out),
+            "--repository",
+            REPOSITORY,
+            "--revision",
+            REVISION,
+            "--threads",
+            "1",
+            "--fidelity-corpus",
+            "64",
+            *extra,
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def wide_head_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_checkpoint(
+        tmp_path_factory.mktemp("wide-head"), hidden=HIDDEN, projection=HEAD
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_a_head_wider_than_the_tower_sets_the_served_dimension(
+    precision: str, wide_head_checkpoint: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "bundle"
+
+    # a 32-wide random tower quantizes coarsely (cosine about 0.95): the dimension is the
+    # point here, int8 fidelity at real sizes is in the int8 tests and the benchmarks
+    floor = "0.99999" if precision == "fp32" else "0.9"
+
+    # WHEN a tower whose head is wider than its hidden size is exported and served
+    assert (
+        _export(wide_head_checkpoint, out, "--precision", precision, "--int8-min-cosine", floor)
+        == 0
+    )
+    manifest = json.loads((out / "manifest.json").read_text())
+    settings = load_settings(model_dir=out, ort_intra_op_threads=1)
+    with TestClient(create_app(load_service(settings), settings)) as client:
+        response = client.post(
+            "/v1/embeddings", json={"model": REPOSITORY, "input": ["a photo of a cat"]}
+        )
+
+    # THEN the dimension follows the head, and the vector is PyTorch's direction
+    assert manifest["embedding_dimension"] == HEAD
+    assert response.status_code == 200, response.text
+    served = np.asarray(response.json()["data"][0]["embedding"])
+    assert served.shape == (HEAD,)
+    loaded = load_checkpoint(SourceSpec(str(wide_head_checkpoint), "local", REVISION))
+    ids = load_service(settings).tokenizer.encode_texts(["a photo of a cat"]).ids
+    expected = pooled_vectors(loaded.tower, ids.tolist())[0]
+    cosine = float(served @ expected / np.linalg.norm(expected))
+    assert cosine > float(floor)
+
+
+def test_the_parameter_count_from_the_config_is_transformers_own() -> None:
+    import torch
+    from transformers import SiglipTextConfig, SiglipTextModel
+
+    # so400m's text tower and giant-opt's (the same tower, a 1536-wide head), built on the
+    # meta device: shapes only, no memory
+    for projection in (1152, 1536):
+        config = SiglipTextConfig(
+            vocab_size=256_000,
+            hidden_size=1152,
+            intermediate_size=4304,
+            num_hidden_layers=27,
+            num_attention_heads=16,
+            max_position_embeddings=64,
+            projection_size=projection,
+        )
+        with torch.device("meta"):
+            model = SiglipTextModel(config)
+
+        assert memory.text_tower_parameters(config) == sum(p.numel() for p in model.parameters())
+
+
+def test_check_memory_refuses_with_the_figure_when_memory_and_swap_fall_short() -> None:
+    need = 9_000_000_000
+
+    with pytest.raises(ToolError) as refused:
+        memory.check_memory(need, memory.MachineMemory(4_000_000_000, 2_000_000_000))
+
+    message = str(refused.value)
+    assert "needs about 9.0 GB" in message and "4.0 GB available" in message
+    assert "--skip-memory-check" in message
+    # memory alone short, swap makes up the difference: a warning, not a refusal
+    warning = memory.check_memory(need, memory.MachineMemory(6_000_000_000, 8_000_000_000))
+    assert warning is not None and "swap" in warning
+    assert memory.check_memory(need, memory.MachineMemory(16_000_000_000, 0)) is None
+
+
+def test_machine_memory_reads_available_memory_and_free_swap(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text(
+        "MemTotal:       24683520 kB\nMemFree:         1000000 kB\n"
+        "MemAvailable:    8000000 kB\nSwapTotal:      16777212 kB\nSwapFree:        2000000 kB\n"
+    )
+
+    machine = memory.machine_memory(meminfo)
+
+    assert machine.available == 8_000_000 * 1024
+    assert machine.swap_free == 2_000_000 * 1024
+
+
+def test_export_refuses_before_loading_when_the_machine_is_clearly_too_small(
+    wide_head_checkpoint: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN a machine that reports 100 MB available and no swap
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemAvailable:     102400 kB\nSwapFree:              0 kB\n")
+    monkeypatch.setattr(memory, "MEMINFO", meminfo)
+    out = tmp_path / "bundle"
+
+    # WHEN exported, THEN it refuses with the figure (exit 2) and writes nothing
+    assert _export(wide_head_checkpoint, out) == 2
+    err = capsys.readouterr().err
+    assert "export needs about" in err and "0.1 GB available" in err
+    assert not out.exists() or not any(out.iterdir())
+
+    # AND the flag overrides the refusal
+    assert _export(wide_head_checkpoint, out, "--skip-memory-check") == 0
+
+
+# -- Lambda sizing: the manifest's memory need against AWS_LAMBDA_FUNCTION_MEMORY_SIZE ----
+
+
+@pytest.fixture(scope="module")
+def sized_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny fp32 bundle whose token table is over 1 MiB (hidden 96), so that its minimum
+    and recommended memory differ."""
+    checkpoint = make_tiny_checkpoint(tmp_path_factory.mktemp("sized"), hidden=96)
+    out = tmp_path_factory.mktemp("sized-bundle") / "bundle"
+    assert _export(checkpoint, out) == 0
+    return out
+
+
+def test_export_records_the_memory_the_bundle_needs_resident(sized_bundle: Path) -> None:
+    manifest = json.loads((sized_bundle / "manifest.json").read_text())
+    model_bytes = sum(
+        entry["size"] for name, entry in manifest["files"].items() if name != "tokenizer.json"
+    )
+
+    need = manifest["memory"]
+
+    # the whole model files (rounded up to MiB) plus the runtime's allowance is recommended;
+    # the minimum leaves out the token table
+    assert need["recommended_mb"] == -(-model_bytes // 2**20) + sizing.RUNTIME_MB
+    assert sizing.RUNTIME_MB < need["minimum_mb"] < need["recommended_mb"]
+    assert "derived" in need["basis"]
+
+
+def test_lambda_init_fails_closed_when_the_function_memory_cannot_hold_the_bundle(
+    sized_bundle: Path,
+) -> None:
+    minimum = json.loads((sized_bundle / "manifest.json").read_text())["memory"]["minimum_mb"]
+
+    with (
+        pytest.raises(ModelLoadError) as failed,
+        imported_lambda(sized_bundle, AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(minimum - 1)),
+    ):
+        pass
+
+    assert f"has {minimum - 1} MB of memory" in failed.value.message
+    assert f"needs at least {minimum} MB" in failed.value.message
+
+
+def test_lambda_init_warns_and_serves_below_the_recommended_memory(
+    sized_bundle: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    need = json.loads((sized_bundle / "manifest.json").read_text())["memory"]
+
+    with imported_lambda(sized_bundle, AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(need["minimum_mb"])):
+        pass
+
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, caplog.text
+    assert f"below the {need['recommended_mb']} MB" in warnings[0].getMessage()
+    assert "model loaded" in caplog.text
+
+
+def test_lambda_init_is_silent_about_memory_at_the_recommended_size(
+    sized_bundle: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    need = json.loads((sized_bundle / "manifest.json").read_text())["memory"]
+
+    with imported_lambda(sized_bundle, AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(need["recommended_mb"])):
+        pass
+
+    assert "model loaded" in caplog.text
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
