@@ -102,6 +102,7 @@ def measure(
             record["top10_overlap"] = topk_overlap(ours, fp32_queries, fp32_corpus).as_dict()
         record["seconds"] = round(time.perf_counter() - began, 1)
         results[cpu] = record
+        print(f"[fidelity] {cpu}: {json.dumps(record)}", file=sys.stderr)  # as each finishes
     return results
 
 
