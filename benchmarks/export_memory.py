@@ -81,22 +81,7 @@ def sha256(path: Path) -> str:
 
 def measure_export(checkpoint: Path, out: Path, *, size: str, precision: str) -> dict[str, object]:
     """Run one export and return its peaks, wall time, exit status and file hashes."""
-    command = [
-        sys.executable,
-        "-m",
-        "siglip_text.cli",
-        "export",
-        str(checkpoint),
-        "--out",
-        str(out),
-        "--repository",
-        f"siglip-text/bench-siglip2-{size}-RANDOM-WEIGHTS",
-        "--revision",
-        make_full_model.REVISION,
-        "--precision",
-        precision,
-        "--force",
-    ]
+    command = make_full_model.export_command(checkpoint, out, precision=precision, size=size)
     print(f"[export-memory] {' '.join(command[2:])}", file=sys.stderr, flush=True)
     swap_before = meminfo("SwapTotal") - meminfo("SwapFree")
     peak = {"tree": 0, "swap": swap_before}

@@ -269,9 +269,9 @@ def build_checkpoint(
     )
 
 
-def export(checkpoint: Path, out: Path, *, precision: str, size: str) -> float:
-    """``siglip-text export`` in a child process; returns its wall time in seconds."""
-    command = [
+def export_command(checkpoint: Path, out: Path, *, precision: str, size: str) -> list[str]:
+    """The ``siglip-text export`` command line of a benchmark bundle, run as a child process."""
+    return [
         sys.executable,
         "-m",
         "siglip_text.cli",
@@ -287,6 +287,11 @@ def export(checkpoint: Path, out: Path, *, precision: str, size: str) -> float:
         precision,
         "--force",
     ]
+
+
+def export(checkpoint: Path, out: Path, *, precision: str, size: str) -> float:
+    """``siglip-text export`` in a child process; returns its wall time in seconds."""
+    command = export_command(checkpoint, out, precision=precision, size=size)
     print(f"[full-model] {' '.join(command[2:])}", file=sys.stderr)
     began = time.perf_counter()
     # The child's report goes to stderr: this script's stdout is its JSON alone.

@@ -24,7 +24,6 @@ for _module in ("torch", "transformers", "onnx"):
 from fastapi.testclient import TestClient  # noqa: E402
 from siglip_text import sizing  # noqa: E402
 from siglip_text.api import create_app  # noqa: E402
-from siglip_text.cli import main  # noqa: E402
 from siglip_text.config import load_settings  # noqa: E402
 from siglip_text.errors import ModelLoadError  # noqa: E402
 from siglip_text.loading import load_service  # noqa: E402
@@ -37,31 +36,16 @@ from siglip_text.tools.export.checkpoint import (  # noqa: E402
 )
 
 from tests.support.aws_lambda import imported_lambda  # noqa: E402
-from tests.support.tiny_checkpoint import REPOSITORY, REVISION, make_tiny_checkpoint  # noqa: E402
+from tests.support.tiny_checkpoint import (  # noqa: E402
+    REPOSITORY,
+    REVISION,
+    export_tiny,
+    make_tiny_checkpoint,
+)
 
 pytestmark = pytest.mark.export
 
 HIDDEN, HEAD = 32, 48  # giant-opt's shape in miniature: a head wider than the tower
-
-
-def _export(checkpoint: Path, out: Path, *extra: str) -> int:
-    return main(
-        [
-            "export",
-            str(checkpoint),
-            "--out",
-            str(out),
-            "--repository",
-            REPOSITORY,
-            "--revision",
-            REVISION,
-            "--threads",
-            "1",
-            "--fidelity-corpus",
-            "64",
-            *extra,
-        ]
-    )
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +68,7 @@ def test_a_head_wider_than_the_tower_sets_the_served_dimension(
 
     # WHEN a tower whose head is wider than its hidden size is exported and served
     assert (
-        _export(wide_head_checkpoint, out, "--precision", precision, "--int8-min-cosine", floor)
+        export_tiny(wide_head_checkpoint, out, "--precision", precision, "--int8-min-cosine", floor)
         == 0
     )
     manifest = json.loads((out / "manifest.json").read_text())
@@ -169,13 +153,13 @@ def test_export_refuses_before_loading_when_the_machine_is_clearly_too_small(
     out = tmp_path / "bundle"
 
     # WHEN exported, THEN it refuses with the figure (exit 2) and writes nothing
-    assert _export(wide_head_checkpoint, out) == 2
+    assert export_tiny(wide_head_checkpoint, out) == 2
     err = capsys.readouterr().err
     assert "export needs about" in err and "0.1 GB available" in err
     assert not out.exists() or not any(out.iterdir())
 
     # AND the flag overrides the refusal
-    assert _export(wide_head_checkpoint, out, "--skip-memory-check") == 0
+    assert export_tiny(wide_head_checkpoint, out, "--skip-memory-check") == 0
 
 
 # -- Lambda sizing: the manifest's memory need against AWS_LAMBDA_FUNCTION_MEMORY_SIZE ----
@@ -187,7 +171,7 @@ def sized_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     and recommended memory differ."""
     checkpoint = make_tiny_checkpoint(tmp_path_factory.mktemp("sized"), hidden=96)
     out = tmp_path_factory.mktemp("sized-bundle") / "bundle"
-    assert _export(checkpoint, out) == 0
+    assert export_tiny(checkpoint, out) == 0
     return out
 
 
