@@ -329,7 +329,8 @@ def measure_int8_fidelity(int8: EmbeddingService, fp32: Fp32Vectors) -> dict[str
 def probe_reference(fp32: EmbeddingService) -> np.ndarray:
     """The fp32 graph's vector of the init probe's text (`record_self_check`'s reference),
     taken while the fp32 session is open: export closes it before it quantizes."""
-    return fp32.embed_texts([PROBE_TEXT]).vectors[0].astype(np.float64)
+    vector: np.ndarray = fp32.embed_texts([PROBE_TEXT]).vectors[0].astype(np.float64)
+    return vector
 
 
 def record_self_check(served: EmbeddingService, reference: np.ndarray) -> SelfCheck:
