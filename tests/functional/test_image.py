@@ -321,6 +321,8 @@ def build_image(context: Path, model_dir: str, *, arch: str | None = None) -> st
 
 
 ARM64_BASE = "public.ecr.aws/lambda/python:3.13-arm64"
+#: What .ci/run builds once with network, so that the test's offline build hits its cache.
+ARM64_PREBUILT = "siglip-text:demo-arm64"
 N1_CPUINFO = ROOT / "handler" / "siglip_text" / "tools" / "cpuinfo-neoverse-n1.txt"
 
 
@@ -337,6 +339,9 @@ def arm64_missing() -> str | None:
         )
     if _docker("image", "inspect", ARM64_BASE, timeout=60).returncode != 0:
         return f"no {ARM64_BASE} (SIGLIP_IMAGE_ARCH=arm64 scripts/make_standin_base_image.sh)"
+    if _docker("image", "inspect", ARM64_PREBUILT, timeout=60).returncode != 0:
+        # Tests have no network: the dependency layer comes from .ci/run's networked build.
+        return f"no {ARM64_PREBUILT}: .ci/run's networked arm64 build did not succeed"
     return None
 
 
