@@ -299,13 +299,14 @@ def build_image(context: Path, model_dir: str, *, arch: str | None = None) -> st
     tag = f"siglip-text-test:{uuid.uuid4().hex[:12]}"
     started = time.perf_counter()
     arguments = build_arguments(model_dir)
-    platform = []
     if arch:
+        # The base tag is the architecture: Docker's legacy builder given --platform looks its
+        # intermediate images up for that platform and finds none (it records them as the
+        # daemon's own), so the build follows the base image instead.
         arguments["PYTHON_VERSION"] = f"{arguments['PYTHON_VERSION']}-{arch}"
-        platform = [f"--platform=linux/{arch}"]
     args = [f"--build-arg={k}={v}" for k, v in arguments.items()]
     done = _docker(
-        "build", "--network=none", *platform, f"--file={DOCKERFILE}", *args, f"--tag={tag}",
+        "build", "--network=none", f"--file={DOCKERFILE}", *args, f"--tag={tag}",
         str(context), timeout=1800,
     )  # fmt: skip
     output = done.stdout + done.stderr
