@@ -51,6 +51,13 @@ def check_int8_kernel(manifest: Manifest) -> None:
     )
 
 
+def cosine_to_reference(vector: np.ndarray, reference: np.ndarray) -> float:
+    """The cosine of a unit-length ``vector`` to a recorded ``reference``: the one figure
+    export records (``measured_cosine``) and init holds to ``min_cosine``."""
+    norm = float(np.linalg.norm(reference))
+    return float(np.dot(vector.astype(np.float64), reference) / norm) if norm else 0.0
+
+
 def check_reference(manifest: Manifest, text: str, vector: np.ndarray) -> float | None:
     """The cosine of this CPU's ``vector`` for ``text`` to the recorded reference; raises
     below the bound. None when the bundle records no reference for that text."""
@@ -63,8 +70,7 @@ def check_reference(manifest: Manifest, text: str, vector: np.ndarray) -> float 
             f"manifest self_check: its reference vector has {reference.size} values, the "
             f"model's vectors {vector.shape[-1]}"
         )
-    norm = float(np.linalg.norm(reference))
-    cosine = float(np.dot(vector.astype(np.float64), reference) / norm) if norm else 0.0
+    cosine = cosine_to_reference(vector, reference)
     if cosine < recorded.min_cosine:
         measured = (
             f" (export measured {recorded.measured_cosine:.6f} on {recorded.measured_on})"

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...bundle import Lowercase, SelfCheck
 from ...cpu import cpu_description
-from ...self_check import MARGIN
+from ...self_check import MARGIN, cosine_to_reference
 from ...service import PROBE_TEXT
 from ..errors import CheckFailed
 from ..parity import compare_vectors, explain_id_mismatch, topk_overlap
@@ -337,11 +337,14 @@ def record_self_check(served: EmbeddingService, reference: np.ndarray) -> SelfCh
     """The manifest's ``self_check``: the fp32 graph's vector of the init probe's text
     (`probe_reference`), and the bound init holds this bundle to (its cosine here less
     `self_check.MARGIN`)."""
-    ours = served.embed_texts([PROBE_TEXT]).vectors[0].astype(np.float64)
-    cosine = float(np.dot(ours, reference) / np.linalg.norm(reference))
+    recorded = [round(float(x), 8) for x in reference]
+    # The figure init computes (self_check.check_reference), from the reference as recorded.
+    cosine = cosine_to_reference(
+        served.embed_texts([PROBE_TEXT]).vectors[0], np.asarray(recorded, dtype=np.float64)
+    )
     return SelfCheck(
         text=PROBE_TEXT,
-        reference=[round(float(x), 8) for x in reference],
+        reference=recorded,
         min_cosine=round(min(cosine, 1.0) - MARGIN, 6),
         measured_cosine=round(cosine, 7),
         measured_on=cpu_description(),
