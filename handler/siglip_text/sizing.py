@@ -20,9 +20,10 @@ MEMORY_SIZE_VARIABLE = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
 
 #: The process around the weights: Python, ONNX Runtime, tokenizers, the web stack, the
 #: tokenizer and a query's activations. An allowance, set so that the minimum matches the
-#: serving RSS measured for so400m on 2026-12-01 (fp32 1.78 GB, int8 575 MB, through
-#: the Lambda entry point; docs/sizes.md): its weights other than the token table are 1,576 MiB (fp32) and 397
-#: MiB (int8), so the minimum is 1,726 and 547 MiB against 1,698 and 548 MiB measured.
+#: serving RSS measured for so400m on 2026-12-01 (fp32 1.78 GB, int8 575 MB, through the
+#: Lambda entry point; docs/sizes.md): its weights other than the token table are 1,576 MiB
+#: (fp32) and 397 MiB (int8), so the minimum is 1,726 and 547 MiB against 1,698 and 548 MiB
+#: measured.
 RUNTIME_MB = 150
 
 
