@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from siglip_text.tools.emulation import run_python_on, why_not
+from siglip_text.tools.emulation import run_python_on, shows_own_cpuinfo, why_not
 
 from tests.support.paths import FIXTURES, ROOT
 
-__all__ = ["TEXTS", "run_on_cpu", "why_not"]
+__all__ = ["TEXTS", "run_on_cpu", "shows_own_cpuinfo", "why_not"]
 
 TEXTS = ["a photo of a cat", "Two DOGS playing in the Snow", "一只猫的照片", "a red block " * 12]
 

@@ -9,6 +9,14 @@
   host's x86 text, on which onnxruntime's import crashes: the child runs in a mount
   namespace (``unshare -m``, root) with a Neoverse N1 cpuinfo (`N1_CPUINFO`) bound over it.
 
+The x86 children get the emulated CPU's own cpuinfo the same way when ``unshare -m`` is
+allowed (`CPUINFO`; without it they run with the host's text, and init errors name the
+host's features): ONNX Runtime picks its x86 kernels from CPUID, which qemu emulates, but
+the init's messages name the CPU from /proc/cpuinfo. ``cpuinfo-haswell.txt`` and
+``cpuinfo-sandybridge.txt`` are what ``scripts/cpuinfo_from_cpuid.c`` printed under
+``qemu-x86_64-static -cpu Haswell`` / ``-cpu SandyBridge``: CPUID's brand string and
+feature bits, named as Linux names them.
+
 The results are exact (qemu's TCG computes what the CPU would); the speed is not: a base
 tower takes about 5 s a text. Run as a module, this file is the child: it embeds texts with
 a bundle on the CPU it runs on and prints JSON (the vectors, or the init error).
@@ -21,6 +29,7 @@ import os
 import shutil
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +37,12 @@ X86_CPUS = {"haswell": "Haswell", "sandybridge": "SandyBridge"}
 ARM_CPUS = {"neoverse-n1": "neoverse-n1"}
 CPUS = ["native", *X86_CPUS, *ARM_CPUS]
 N1_CPUINFO = Path(__file__).with_name("cpuinfo-neoverse-n1.txt")
+#: The /proc/cpuinfo text each emulated CPU is shown.
+CPUINFO = {
+    "haswell": Path(__file__).with_name("cpuinfo-haswell.txt"),
+    "sandybridge": Path(__file__).with_name("cpuinfo-sandybridge.txt"),
+    "neoverse-n1": N1_CPUINFO,
+}
 HANDLER = Path(__file__).resolve().parents[2]  # the directory holding siglip_text
 
 
@@ -43,14 +58,21 @@ def why_not(cpu: str) -> str | None:
         return f"unknown CPU {cpu!r} (one of {', '.join(CPUS)})"
     if shutil.which("qemu-aarch64-static") is None:
         return "qemu-aarch64-static is not installed (apt-get install qemu-user-static)"
-    if shutil.which("unshare") is None:
-        return "unshare is missing (util-linux): needed to show onnxruntime an N1 cpuinfo"
     root, site = os.environ.get("SIGLIP_ARM64_ROOT"), os.environ.get("SIGLIP_ARM64_SITE")
     if not root or not site or not Path(root, "usr/bin/python3").exists():
         return (
             "no arm64 root: set SIGLIP_ARM64_ROOT and SIGLIP_ARM64_SITE "
             "(scripts/make_arm64_root.sh DIR makes DIR/root and DIR/site)"
         )
+    reason = why_no_mount_namespace()
+    return f"{reason}: needed to show onnxruntime an N1 cpuinfo" if reason else None
+
+
+@cache
+def why_no_mount_namespace() -> str | None:
+    """None when ``unshare -m`` can bind a cpuinfo over /proc/cpuinfo here, else why not."""
+    if shutil.which("unshare") is None:
+        return "unshare is missing (util-linux)"
     probe = subprocess.run(
         ["unshare", "-m", "--propagation", "private", "true"], capture_output=True, check=False
     )
@@ -58,6 +80,11 @@ def why_not(cpu: str) -> str | None:
         reason = probe.stderr.decode(errors="replace").strip()
         return f"unshare -m is not allowed here (needs root): {reason}"
     return None
+
+
+def shows_own_cpuinfo(cpu: str) -> bool:
+    """Whether a child on ``cpu`` reads that CPU's cpuinfo (`CPUINFO`), not the host's."""
+    return cpu == "native" or (cpu in CPUINFO and why_no_mount_namespace() is None)
 
 
 def python_on(cpu: str, args: list[str], *, path: tuple[Path, ...] = ()) -> list[str]:
@@ -68,7 +95,8 @@ def python_on(cpu: str, args: list[str], *, path: tuple[Path, ...] = ()) -> list
         return [sys.executable, *args]
     if cpu in X86_CPUS:
         qemu = shutil.which("qemu-x86_64-static") or "qemu-x86_64-static"
-        return [qemu, "-cpu", X86_CPUS[cpu], sys.executable, *args]
+        command = [qemu, "-cpu", X86_CPUS[cpu], sys.executable, *args]
+        return _with_cpuinfo(CPUINFO[cpu], command) if shows_own_cpuinfo(cpu) else command
     root, site = os.environ["SIGLIP_ARM64_ROOT"], os.environ["SIGLIP_ARM64_SITE"]
     qemu = shutil.which("qemu-aarch64-static") or "qemu-aarch64-static"
     inner = [
@@ -84,18 +112,13 @@ def python_on(cpu: str, args: list[str], *, path: tuple[Path, ...] = ()) -> list
         f"{root}/usr/bin/python3",
         *args,
     ]
+    return _with_cpuinfo(N1_CPUINFO, inner)
+
+
+def _with_cpuinfo(cpuinfo: Path, command: list[str]) -> list[str]:
+    """``command`` in a private mount namespace with ``cpuinfo`` bound over /proc/cpuinfo."""
     script = 'mount --bind "$0" /proc/cpuinfo && exec "$@"'
-    return [
-        "unshare",
-        "-m",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        script,
-        str(N1_CPUINFO),
-        *inner,
-    ]
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", script, str(cpuinfo), *command]
 
 
 def run_python_on(

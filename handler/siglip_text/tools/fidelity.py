@@ -69,7 +69,7 @@ def measure(
     """``{cpu: {measured_on, cosine, top10_overlap, seconds} | {measured_on, error}}``."""
     from ..config import load_settings
     from ..loading import load_service
-    from .emulation import embed_on, why_not
+    from .emulation import embed_on, shows_own_cpuinfo, why_not
     from .parity import compare_vectors, topk_overlap
     from .texts import synthetic_captions
 
@@ -91,7 +91,9 @@ def measure(
         if not self_check:
             record["self_check"] = "skipped (--no-self-check)"
         if cpu != "native":
-            record["emulated"] = "qemu-user (TCG): exact results, speed not representative"
+            record["emulated"] = "qemu-user (TCG): exact results, speed not representative" + (
+                "" if shows_own_cpuinfo(cpu) else "; measured_on is the host's /proc/cpuinfo"
+            )
         if "error" in got:
             record["error"] = got["error"]
         else:
