@@ -34,6 +34,11 @@ from siglip_text.tools.export.checkpoint import (  # noqa: E402
     load_checkpoint,
     pooled_vectors,
 )
+from siglip_text.tools.export.tower_graph import (  # noqa: E402
+    CHILD_PROCESS_BYTES,
+    build_graph,
+    build_graph_in_child,
+)
 
 from tests.support.aws_lambda import imported_lambda  # noqa: E402
 from tests.support.tiny_checkpoint import (  # noqa: E402
@@ -160,6 +165,50 @@ def test_export_refuses_before_loading_when_the_machine_is_clearly_too_small(
 
     # AND the flag overrides the refusal
     assert export_tiny(wide_head_checkpoint, out, "--skip-memory-check") == 0
+
+
+@pytest.mark.slow
+def test_a_graph_traced_in_a_child_process_is_the_same_files(
+    wide_head_checkpoint: Path, tmp_path: Path
+) -> None:
+    # GIVEN the same checkpoint traced here and in a child process that loads it itself
+    # (what export does for towers over tower_graph.CHILD_PROCESS_BYTES)
+    spec = SourceSpec(str(wide_head_checkpoint), "local", REVISION)
+    here, there = tmp_path / "here" / "text_model.onnx", tmp_path / "child" / "text_model.onnx"
+    options = {"max_length": 64, "opset": 17, "external_data": True}
+    built_here = build_graph(load_checkpoint(spec).release_tower(), here, **options)
+
+    # WHEN built in the child
+    built_there = build_graph_in_child(spec, there, **options)
+
+    # THEN the files and the record are the same, byte for byte
+    assert built_there == built_here
+    assert sorted(p.name for p in there.parent.iterdir()) == [
+        "text_model.onnx",
+        "text_model.onnx.data",
+    ]
+    for name in ("text_model.onnx", "text_model.onnx.data"):
+        assert (there.parent / name).read_bytes() == (here.parent / name).read_bytes()
+
+
+def test_the_smallest_siglip2_tower_is_traced_in_a_child_and_the_tests_towers_here(
+    wide_head_checkpoint: Path,
+) -> None:
+    from transformers import SiglipTextConfig
+
+    # base, the smallest SigLIP 2 text tower (768 wide, 12 layers, 256k vocabulary)
+    base = SiglipTextConfig(
+        vocab_size=256_000,
+        hidden_size=768,
+        intermediate_size=3072,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        max_position_embeddings=64,
+    )
+    tiny = load_checkpoint(SourceSpec(str(wide_head_checkpoint), "local", REVISION)).tower
+    tiny_bytes = sum(p.numel() * p.element_size() for p in tiny.parameters())
+
+    assert tiny_bytes < CHILD_PROCESS_BYTES < 4 * memory.text_tower_parameters(base)
 
 
 # -- Lambda sizing: the manifest's memory need against AWS_LAMBDA_FUNCTION_MEMORY_SIZE ----

@@ -83,3 +83,36 @@ def test_int8_demo_bundle_loads_like_serve_and_stays_close_to_fp32(
 
     assert cosine.min() >= 0.99
     assert json.loads((int8_dir / "manifest.json").read_text())["embedding_dimension"] == 32
+
+
+@pytest.mark.parametrize("form", ["int7", "int8"])
+def test_quantizing_a_graph_with_a_weights_file_gives_the_in_memory_graph(
+    form: str, tmp_path: Path
+) -> None:
+    from siglip_text.config import demo_model_dir
+    from siglip_text.tools.export.onnx_export import save_onnx
+
+    # GIVEN the demo graph as one file, and the same graph with its weights in a .data file
+    # (as export writes every graph): the second is quantized with the token table left on
+    # disk (a one-row stand-in for quantize_dynamic) and saved a tensor at a time
+    source = tmp_path / "fp32" / "text_model.onnx"
+    source.parent.mkdir()
+    save_onnx(onnx.load(str(demo_model_dir() / "text_model.onnx")), source, external_data=True)
+    in_memory, from_files = tmp_path / "a" / "text_model.onnx", tmp_path / "b" / "text_model.onnx"
+
+    # WHEN both are quantized
+    info_a = quantize_int8(demo_model_dir() / "text_model.onnx", in_memory, weight_form=form)  # type: ignore[arg-type]
+    info_b = quantize_int8(source, from_files, external_data=True, weight_form=form)  # type: ignore[arg-type]
+
+    # THEN they are the same graph with the same numbers, and nothing is left beside the source
+    a, b = onnx.load(str(in_memory)), onnx.load(str(from_files))
+    assert list(a.graph.node) == list(b.graph.node)
+    assert [i.name for i in a.graph.initializer] == [i.name for i in b.graph.initializer]
+    for x, y in zip(a.graph.initializer, b.graph.initializer, strict=True):
+        assert np.array_equal(numpy_helper.to_array(x), numpy_helper.to_array(y)), x.name
+    assert info_a == info_b
+    assert sorted(p.name for p in source.parent.iterdir()) == [
+        "text_model.onnx",
+        "text_model.onnx.data",
+    ]
+    assert (from_files.parent / "text_model.onnx.data").is_file()

@@ -107,9 +107,15 @@ def resolve_source(source: str, *, revision: str | None, require_revision: bool)
 
 
 def load_checkpoint(
-    spec: SourceSpec, *, device: str = "cpu", dtype: str = "float32", text_only: bool = True
+    spec: SourceSpec,
+    *,
+    device: str = "cpu",
+    dtype: str = "float32",
+    text_only: bool = True,
+    tokenizer: bool = True,
 ) -> Checkpoint:
-    """Load with transformers; a full SigLIP model keeps its logit scale and bias."""
+    """Load with transformers; a full SigLIP model keeps its logit scale and bias.
+    ``tokenizer=False`` loads the model alone (``Checkpoint.tokenizer`` is None)."""
     import torch
     import transformers
     from transformers import AutoTokenizer
@@ -135,10 +141,12 @@ def load_checkpoint(
     if text_only and tower is not model and hasattr(model, "vision_model"):
         model.vision_model = None  # free the image tower: only the text tower is exported
     tower = tower.to(device).eval()
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(spec.source, **hub)
-    except (OSError, ValueError) as exc:
-        raise ToolError(f"{spec.source}: cannot load the tokenizer ({exc})") from None
+    loaded = None
+    if tokenizer:
+        try:
+            loaded = AutoTokenizer.from_pretrained(spec.source, **hub)
+        except (OSError, ValueError) as exc:
+            raise ToolError(f"{spec.source}: cannot load the tokenizer ({exc})") from None
     from transformers.utils.hub import cached_file
 
     found = cached_file(
@@ -149,7 +157,7 @@ def load_checkpoint(
         model_type=model_type,
         architecture=architecture,
         tower=tower,
-        tokenizer=tokenizer,
+        tokenizer=loaded,
         logit_scale=float(scale.detach().reshape(-1)[0]) if scale is not None else None,
         logit_bias=float(bias.detach().reshape(-1)[0]) if bias is not None else None,
         tokenizer_file=Path(found) if found else None,

@@ -166,7 +166,7 @@ def save_streaming(model: Any, path: Path, source: Path) -> None:
     data.unlink(missing_ok=True)
     for tensor in helper._get_initializer_tensors(model):
         if helper.uses_external_data(tensor):
-            helper.load_external_data_for_tensor(tensor, str(source))
+            load_inline(tensor, source)
         if tensor.HasField("raw_data") and sys.getsizeof(tensor.raw_data) >= 1024:
             helper.set_external_data(tensor, data.name)
             helper.save_external_data(tensor, str(path.parent))
@@ -174,10 +174,22 @@ def save_streaming(model: Any, path: Path, source: Path) -> None:
     # Attribute tensors (Constant nodes) stay inside the graph, as save_model leaves them.
     for tensor in helper._get_attribute_tensors(model):
         if helper.uses_external_data(tensor):
-            helper.load_external_data_for_tensor(tensor, str(source))
+            load_inline(tensor, source)
     onnx.save_model(model, str(path))
     if data.exists():
         data.chmod(0o644)
+
+
+def load_inline(tensor: Any, source: Path) -> None:
+    """Read a tensor's external data (files under ``source``) into it, and leave it as a
+    tensor that was never stored outside the graph: no location fields (onnx's
+    ``load_external_data_for_model`` sets ``data_location`` to DEFAULT instead, which
+    serializes as one more field)."""
+    from onnx import external_data_helper as helper
+
+    helper.load_external_data_for_tensor(tensor, str(source))
+    tensor.ClearField("data_location")
+    del tensor.external_data[:]
 
 
 def _tensor_bytes(tensor: Any) -> int:

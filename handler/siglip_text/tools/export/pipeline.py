@@ -71,7 +71,7 @@ from .memory import (
 from .onnx_export import DEFAULT_OPSET, external_data_path
 from .ort_optimize import optimize_graph
 from .tokenizer import apply_contract, check_vocabulary
-from .tower_graph import build_graph
+from .tower_graph import CHILD_PROCESS_BYTES, build_graph, build_graph_in_child
 
 
 @dataclass
@@ -202,14 +202,20 @@ def export_bundle(options: ExportOptions) -> ExportReport:
         fp32_path = onnx_path if options.precision == "fp32" else scratch / ONNX_FILE
         log(f"exporting the text tower to ONNX (opset {options.opset})")
         began = time.perf_counter()
-        graph = build_graph(
-            checkpoint.release_tower(),
-            fp32_path,
-            max_length=MAX_LENGTH,
-            opset=options.opset,
-            external_data=options.external_data,
-            fuse=options.fuse,
-        )
+        graph_options: dict[str, Any] = {
+            "max_length": MAX_LENGTH,
+            "opset": options.opset,
+            "external_data": options.external_data,
+            "fuse": options.fuse,
+        }
+        if _weight_bytes(checkpoint.tower) > CHILD_PROCESS_BYTES:
+            # Traced in a child process that loads the tower again (tower_graph): what the
+            # trace keeps of the weights goes with it. This process's copy goes first.
+            checkpoint.release_tower()
+            release_memory()
+            graph = build_graph_in_child(spec, fp32_path, **graph_options)
+        else:
+            graph = build_graph(checkpoint.release_tower(), fp32_path, **graph_options)
         timings["onnx_export_s"] = time.perf_counter() - began
 
         base = contract.model_copy(update={"graph": graph})
@@ -368,6 +374,10 @@ def prune_merges(path: Path) -> TokenizerMerges | None:
         entries_after=result.entries_after,
         token_ids=result.token_ids,
     )
+
+
+def _weight_bytes(tower: Any) -> int:
+    return sum(p.numel() * p.element_size() for p in tower.parameters())
 
 
 def _contract_fields(options: ExportOptions, spec: Any, checkpoint: Any) -> Manifest:

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .onnx_export import external_data_path, save_onnx
+from .onnx_export import PROTOBUF_LIMIT, external_data_path, save_onnx
 
 WeightForm = Literal["int7", "int8", "uint8"]
 
@@ -111,54 +111,133 @@ def quantize_int8(
     (tower_graph.fuse_graph) becomes ``QAttention``: the QKV product in int8, the attention
     products in fp32 inside the kernel. ``per_channel``: one weight scale per output column
     (default) or one per tensor. ``weight_form``: see `WEIGHT_FORMS`.
+
+    Memory: ``quantize_dynamic`` loads every weight of the graph it is given (and holds the
+    fp32 and int8 forms at once), but never touches the token table, which is most of a
+    tower's weights. So it is given the graph with the table replaced by a one-row stand-in
+    of the same width (`TokenTable.stand_in`); the table is quantized here, its rows read
+    from ``source`` in blocks, and the result is saved a tensor at a time. The files are
+    the same bytes as quantizing the whole graph in memory.
     """
     import onnx
+    from onnx.external_data_helper import load_external_data_for_model
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    from .onnx_export import save_streaming
+
+    # A graph whose weights are in a .data file is quantized through files and saved a
+    # tensor at a time; a single-file graph (under 2 GB) in memory, as onnx loads it.
     large = external_data_path(source).exists()
     target.parent.mkdir(parents=True, exist_ok=True)
+    graph = onnx.load(str(source), load_external_data=False)
+    table = find_token_table(graph)
     with tempfile.TemporaryDirectory(prefix=".quantize-", dir=target.parent) as scratch:
         staged = Path(scratch) / target.name
-        logging.disable(logging.WARNING)  # its advice to pre-process applies to CNNs
+        # The graph given to quantize_dynamic sits beside ``source``, whose weights file its
+        # tensors name (onnx resolves external data relative to the graph file).
+        lean = source.with_name(f".{Path(scratch).name}-{source.name}")
         try:
-            quantize_dynamic(
-                source,
-                staged,
-                op_types_to_quantize=["MatMul", "Attention"],
-                per_channel=per_channel,
-                weight_type=QuantType.QUInt8 if weight_form == "uint8" else QuantType.QInt8,
-                reduce_range=weight_form == "int7",
-                use_external_data_format=large,
-                # onnx's shape inference knows no com.microsoft op (the fused Attention):
-                # what follows one is float.
-                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-            )
+            if table is not None:
+                table.stand_in(graph)
+            onnx.save_model(graph, str(lean))
+            del graph
+            logging.disable(logging.WARNING)  # its advice to pre-process applies to CNNs
+            try:
+                quantize_dynamic(
+                    lean,
+                    staged,
+                    op_types_to_quantize=["MatMul", "Attention"],
+                    per_channel=per_channel,
+                    weight_type=QuantType.QUInt8 if weight_form == "uint8" else QuantType.QInt8,
+                    reduce_range=weight_form == "int7",
+                    use_external_data_format=large,
+                    # onnx's shape inference knows no com.microsoft op (the fused Attention):
+                    # what follows one is float.
+                    extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+                )
+            finally:
+                logging.disable(logging.NOTSET)
         finally:
-            logging.disable(logging.NOTSET)
-        model = onnx.load(str(staged))
-        table = quantize_token_embedding(model)
+            lean.unlink(missing_ok=True)
+        model = onnx.load(str(staged), load_external_data=False)
+        if external_data is None:
+            external_data = _weight_bytes(model) >= PROTOBUF_LIMIT - 64 * 1024**2
+        streamed = large and external_data
+        if not streamed:
+            load_external_data_for_model(model, scratch)
+        if table is not None:
+            table.quantize_into(model, source.parent)
         matmuls = sum(1 for node in model.graph.node if node.op_type == "MatMulInteger")
         attention = sum(1 for node in model.graph.node if node.op_type == "QAttention")
-        pairs = [pair_bound(w) for w in integer_weights(model) if w.dtype == np.int8]
-        save_onnx(model, target, external_data=external_data)
+        pairs = [pair_bound(w) for w in integer_weights(model, Path(scratch)) if w.dtype == np.int8]
+        if streamed:
+            save_streaming(model, target, Path(scratch))
+        else:
+            save_onnx(model, target, external_data=external_data)
     return QuantizationInfo(
         matmul_weights=matmuls,
         attention_nodes=attention,
         per_channel=per_channel,
         weight_form=weight_form,
         largest_pair=max(pairs) if pairs else None,
-        token_table=table[0] if table else None,
-        token_table_shape=table[1] if table else None,
+        token_table=table.name if table else None,
+        token_table_shape=table.shape if table else None,
     )
 
 
-def quantize_token_embedding(model: Any) -> tuple[str, tuple[int, ...]] | None:
-    """Replace the largest 2-D ``Gather`` table by int8 rows and float32 row scales.
+@dataclass
+class TokenTable:
+    """The token embedding table of a graph (`find_token_table`): the largest 2-D float
+    ``Gather`` table, used by that one node, gathered on axis 0."""
 
-    Returns the table's name and shape, or None when the graph has no such table (or when
-    the table is also used by another node, e.g. tied weights, which this leaves alone).
-    """
-    from onnx import TensorProto, helper, numpy_helper
+    name: str
+    shape: tuple[int, int]
+    tensor: Any  # a copy of its TensorProto as loaded (external data not read)
+
+    def stand_in(self, model: Any) -> None:
+        """Replace the table in ``model`` by one row of zeros under the same name: the same
+        width, so shape inference and ``quantize_dynamic`` (which never quantizes a
+        ``Gather``) make the same graph around it."""
+        from onnx import numpy_helper
+
+        initializers = model.graph.initializer
+        position = next(i for i, init in enumerate(initializers) if init.name == self.name)
+        row = numpy_helper.from_array(np.zeros((1, self.shape[1]), np.float32), self.name)
+        initializers[position].CopyFrom(row)
+
+    def rows(self, base_dir: Path) -> Any:
+        """A function ``(start, stop) -> float32 rows`` reading the table from the graph's
+        weights file (or from the tensor, when it is stored inside the graph)."""
+        from onnx import numpy_helper
+        from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+        width = self.shape[1]
+        if not uses_external_data(self.tensor):
+            table = numpy_helper.to_array(self.tensor).astype(np.float32, copy=False)
+            return lambda start, stop: table[start:stop]
+        info = ExternalDataInfo(self.tensor)
+        path = base_dir / info.location
+        offset = int(info.offset or 0)
+
+        def read(start: int, stop: int) -> np.ndarray:
+            count = (min(stop, self.shape[0]) - start) * width
+            block = np.fromfile(path, dtype="<f4", count=count, offset=offset + start * width * 4)
+            return block.reshape(-1, width)
+
+        return read
+
+    def quantize_into(self, model: Any, base_dir: Path) -> None:
+        """Replace the stand-in in ``model`` (quantize_dynamic's output) by int8 rows and
+        float32 row scales of the real table, read from ``base_dir``:
+        ``Gather(int8 table) -> Cast -> Mul(Gather(row scales))``."""
+        scale, quantized = quantize_rows(self.rows(base_dir), self.shape)
+        _replace_gather(model, self.name, quantized, scale)
+
+
+def find_token_table(model: Any) -> TokenTable | None:
+    """The graph's token embedding table, or None when it has none (or when the table is
+    also used by another node, e.g. tied weights, which is then left alone)."""
+    from onnx import TensorProto
 
     graph = model.graph
     initializers = {init.name: init for init in graph.initializer}
@@ -167,7 +246,7 @@ def quantize_token_embedding(model: Any) -> tuple[str, tuple[int, ...]] | None:
         for name in node.input:
             users[name] = users.get(name, 0) + 1
     candidates = [
-        node
+        initializers[node.input[0]]
         for node in graph.node
         if node.op_type == "Gather"
         and node.input[0] in initializers
@@ -178,13 +257,21 @@ def quantize_token_embedding(model: Any) -> tuple[str, tuple[int, ...]] | None:
     ]
     if not candidates:
         return None
-    gather = max(candidates, key=lambda n: int(np.prod(initializers[n.input[0]].dims)))
-    init = initializers[gather.input[0]]
-    table = numpy_helper.to_array(init).astype(np.float32, copy=False)
-    scale, quantized = quantize_rows(table)
-    del table
+    init = max(candidates, key=lambda t: int(np.prod(t.dims)))
+    rows, width = (int(d) for d in init.dims)
+    tensor = TensorProto()
+    tensor.CopyFrom(init)  # kept apart from the graph, which `stand_in` changes
+    return TokenTable(name=init.name, shape=(rows, width), tensor=tensor)
 
-    name = init.name
+
+def _replace_gather(model: Any, name: str, quantized: np.ndarray, scale: np.ndarray) -> None:
+    """``Gather(name)`` -> ``Gather(int8 rows) -> Cast -> Mul(Gather(row scales))``, the
+    initializer ``name`` removed and the int8 rows, scales and axes appended."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = model.graph
+    gather = next(n for n in graph.node if n.op_type == "Gather" and n.input[0] == name)
+    init = next(i for i in graph.initializer if i.name == name)
     q_name, s_name = f"{name}_int8", f"{name}_row_scale"
     out = gather.output[0]
     ids = gather.input[1]
@@ -220,7 +307,6 @@ def quantize_token_embedding(model: Any) -> tuple[str, tuple[int, ...]] | None:
     graph.node.remove(gather)
     for offset, node in enumerate(new_nodes):
         graph.node.insert(position + offset, node)
-    return name, tuple(int(d) for d in init.dims)
 
 
 #: The integer-GEMM operators and the input index of their constant weight (B).
@@ -232,8 +318,9 @@ INTEGER_GEMMS = {
 }
 
 
-def integer_weights(model: Any) -> list[np.ndarray]:
-    """Every constant weight that feeds an integer GEMM (`INTEGER_GEMMS`) in ``model``."""
+def integer_weights(model: Any, base_dir: Path | None = None) -> list[np.ndarray]:
+    """Every constant weight that feeds an integer GEMM (`INTEGER_GEMMS`) in ``model``; a
+    weight stored outside the graph is read from ``base_dir``, one at a time."""
     from onnx import numpy_helper
 
     initializers = {init.name: init for init in model.graph.initializer}
@@ -244,26 +331,44 @@ def integer_weights(model: Any) -> list[np.ndarray]:
             continue
         name = node.input[index]
         if name in initializers and name not in found:
-            found[name] = numpy_helper.to_array(initializers[name])
+            found[name] = numpy_helper.to_array(
+                initializers[name], base_dir=str(base_dir) if base_dir else ""
+            )
     return list(found.values())
 
 
-def quantize_rows(table: np.ndarray, *, rows: int = 16_384) -> tuple[np.ndarray, np.ndarray]:
-    """int8 rows and float32 row scales (``max |row| / 127``; 1 for a zero row) of a 2-D table.
+def quantize_rows(
+    rows: Any, shape: tuple[int, int], *, block: int = 16_384
+) -> tuple[np.ndarray, np.ndarray]:
+    """float32 row scales (``max |row| / 127``; 1 for a zero row) and int8 rows of a 2-D
+    table of ``shape`` read ``block`` rows at a time by ``rows(start, stop)``.
 
-    Computed ``rows`` rows at a time: each row's numbers are the same as over the whole
-    table at once, without whole-table float temporaries (several GB for so400m's 256k x
-    1152 table).
+    Each row's numbers depend on that row alone, so a block's are the same as over the
+    whole table at once; only one block of floats is held (the whole table is several GB
+    for so400m's 256k x 1152).
     """
-    peak = np.empty(table.shape[0], dtype=np.float32)
-    for start in range(0, table.shape[0], rows):
-        peak[start : start + rows] = np.abs(table[start : start + rows]).max(axis=1)
-    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
-    quantized = np.empty(table.shape, dtype=np.int8)
-    for start in range(0, table.shape[0], rows):
-        block = table[start : start + rows] / scale[start : start + rows, None]
-        quantized[start : start + rows] = np.clip(np.rint(block), -127, 127).astype(np.int8)
+    count, width = shape
+    scale = np.empty(count, dtype=np.float32)
+    quantized = np.empty((count, width), dtype=np.int8)
+    for start in range(0, count, block):
+        table = np.asarray(rows(start, start + block), dtype=np.float32)
+        peak = np.abs(table).max(axis=1)
+        step = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+        scale[start : start + block] = step
+        quantized[start : start + block] = np.clip(
+            np.rint(table / step[:, None]), -127, 127
+        ).astype(np.int8)
     return scale, quantized
+
+
+def _weight_bytes(model: Any) -> int:
+    from onnx import helper
+
+    total = 0
+    for tensor in model.graph.initializer:
+        items = int(np.prod(tensor.dims)) if tensor.dims else 1
+        total += items * np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+    return total
 
 
 def _axis(node: Any) -> int:
