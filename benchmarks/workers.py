@@ -127,6 +127,8 @@ def worker_ort(args: argparse.Namespace) -> dict[str, Any]:
                 )
             finally:
                 sys.stdout = real_stdout
+    # the peak after the queries: what the function holds while it serves
+    results["serving"] = rss_mb()
     vectors = service.embed_texts(texts_for(max(args.batches)))
     np.save(args.vectors_out, vectors.vectors)
     timings = service.init_timings.as_dict()

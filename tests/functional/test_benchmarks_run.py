@@ -148,3 +148,37 @@ def test_session_options_benchmark_runs_on_the_demo_bundle() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "spinning on / off" in done.stdout
     assert "as exported" in done.stdout and "one file" in done.stdout
+
+
+@pytest.mark.slow
+def test_sizes_benchmark_prints_a_row_per_bundle_and_prices_its_memory_size(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "sizes.json"
+    demo = ROOT / "handler" / "siglip_text" / "demo"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "sizes.py"),
+            "--bundle",
+            f"demo={demo}",
+            "--runs",
+            "3",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| demo | 32 |" in done.stdout
+    record = json.loads(out.read_text())["demo"]
+    assert record["init_cold_s"] > 0 and record["init_warm_s"] > 0
+    assert record["latency_ms"]["1"] > 0 and record["latency_ms"]["2"] > 0
+    assert record["peak_rss_serving_mb"] >= record["rss_after_init_mb"] > 0
+    # no memory record in the demo's manifest: one vCPU's memory, and two vCPUs'
+    prices = record["cost_per_million_usd"]
+    assert set(prices) == {"1769", "3538"}
+    assert prices["1769"]["rest-api"] > prices["1769"]["http-api"] > prices["1769"]["function-url"]

@@ -210,8 +210,12 @@ def export_bundle(options: ExportOptions) -> ExportReport:
         }
         if _weight_bytes(checkpoint.tower) > CHILD_PROCESS_BYTES:
             # Traced in a child process that loads the tower again (tower_graph): what the
-            # trace keeps of the weights goes with it. This process's copy goes first.
+            # trace keeps of the weights goes with it. This process's copy goes first, and
+            # the two tokenizers transformers and tokenizers built (Gemma's: 256k entries
+            # each), which nothing after this step reads.
             checkpoint.release_tower()
+            checkpoint.tokenizer = None
+            del reference
             release_memory()
             graph = build_graph_in_child(spec, fp32_path, **graph_options)
         else:
