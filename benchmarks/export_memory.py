@@ -3,6 +3,7 @@
 
     python benchmarks/export_memory.py --size so400m --tokenizer TOKENIZER_JSON
     python benchmarks/export_memory.py --size base --size so400m --precision int8
+    PYTHONPATH=OTHER_CHECKOUT/handler python benchmarks/export_memory.py ...   # another version
 
 Each export runs as a child process (``python -m siglip_text.cli export``) on the
 random-weight checkpoint of ``make_full_model.py`` (built into the cache when missing), one
@@ -79,9 +80,13 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def measure_export(checkpoint: Path, out: Path, *, size: str, precision: str) -> dict[str, object]:
+def measure_export(
+    checkpoint: Path, out: Path, *, size: str, precision: str, extra: tuple[str, ...] = ()
+) -> dict[str, object]:
     """Run one export and return its peaks, wall time, exit status and file hashes."""
-    command = make_full_model.export_command(checkpoint, out, precision=precision, size=size)
+    command = make_full_model.export_command(
+        checkpoint, out, precision=precision, size=size, extra=extra
+    )
     print(f"[export-memory] {' '.join(command[2:])}", file=sys.stderr, flush=True)
     swap_before = meminfo("SwapTotal") - meminfo("SwapFree")
     peak = {"tree": 0, "swap": swap_before}
@@ -145,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, help="bundles go here (default: <cache>/memory)")
     parser.add_argument("--markdown", action="store_true", help="also print a table")
+    parser.add_argument(
+        "--int8-weight-form",
+        choices=["int7", "int8", "uint8"],
+        help="passed to export (int8: the full-range form, to compare with exports made "
+        "before the 7-bit default)",
+    )
     args = parser.parse_args(argv)
     cache = (args.cache or make_full_model.default_cache()).expanduser().resolve()
     records = []
@@ -155,7 +166,10 @@ def main(argv: list[str] | None = None) -> int:
             make_full_model.build_checkpoint(checkpoint, size, tokenizer_file=args.tokenizer)
         for precision in args.precision or ["fp32", "int8"]:
             out = (args.out or cache / "memory") / f"{name}-{precision}"
-            records.append(measure_export(checkpoint, out, size=size, precision=precision))
+            extra = ("--int8-weight-form", args.int8_weight_form) if args.int8_weight_form else ()
+            records.append(
+                measure_export(checkpoint, out, size=size, precision=precision, extra=extra)
+            )
             print(json.dumps(records[-1]), file=sys.stderr, flush=True)
     print(json.dumps(records, indent=2))
     if args.markdown:

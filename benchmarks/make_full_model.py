@@ -269,8 +269,11 @@ def build_checkpoint(
     )
 
 
-def export_command(checkpoint: Path, out: Path, *, precision: str, size: str) -> list[str]:
-    """The ``siglip-text export`` command line of a benchmark bundle, run as a child process."""
+def export_command(
+    checkpoint: Path, out: Path, *, precision: str, size: str, extra: tuple[str, ...] = ()
+) -> list[str]:
+    """The ``siglip-text export`` command line of a benchmark bundle, run as a child process
+    (``extra``: more export options)."""
     return [
         sys.executable,
         "-m",
@@ -286,6 +289,7 @@ def export_command(checkpoint: Path, out: Path, *, precision: str, size: str) ->
         "--precision",
         precision,
         "--force",
+        *extra,
     ]
 
 

@@ -17,9 +17,10 @@ a fresh ``import siglip_text.lambda_function``, then single queries through the 
 - with ``--image``: the function image built with the bundle, its size and the init phase
   under AWS's runtime emulator (``image_figures.py``; needs a Docker engine and the base
   image);
-- cost per million queries behind each frontend at the `MemorySize` the manifest
-  recommends (at least one vCPU, 1,769 MB) and at 3,538 MB (two vCPUs), from the measured
-  latencies (`cost.py`: x86_64 prices; arm64's GB-second is 20% less).
+- cost per million queries behind each frontend at the `MemorySize` to choose: the cheaper
+  of the manifest's recommended memory (at least one vCPU, 1,769 MB) and 3,538 MB (two
+  vCPUs), from the measured latencies (`cost.py`: x86_64 prices; arm64's GB-second is 20%
+  less). `--report FILE` prints the table of an earlier ``--json`` run.
 
 Latency and init are this machine's: read them side by side, as ratios between sizes; an
 int8 bundle runs a different kernel on a CPU without VNNI (docs/cpus.md).
@@ -90,7 +91,10 @@ def image_figures(bundle: Path) -> dict[str, Any]:
     )
     if done.returncode != 0:
         return {"error": (done.stderr or done.stdout).strip().splitlines()[-1:]}
-    return dict(json.loads(done.stdout))
+    # its figures are the indented JSON object it prints last (the in-process handler it
+    # times prints its metrics lines to stdout before it)
+    text = "\n" + done.stdout
+    return dict(json.loads(text[text.rindex("\n{\n") + 1 :]))
 
 
 def measure(bundle: Path, *, runs: int, image: bool) -> dict[str, Any]:
@@ -122,16 +126,28 @@ def measure(bundle: Path, *, runs: int, image: bool) -> dict[str, Any]:
     return record
 
 
-def memory_size(record: dict[str, Any]) -> int:
-    """The MemorySize to choose: the manifest's recommended figure, at least one vCPU."""
+def candidate_sizes(record: dict[str, Any]) -> list[int]:
+    """The manifest's recommended memory (at least one vCPU's 1,769 MB) and two vCPUs'
+    3,538 MB when that holds the recommended figure too."""
     memory = record.get("memory") or {}
-    return max(int(memory.get("recommended_mb") or 0), ONE_VCPU_MB)
+    fits = max(int(memory.get("recommended_mb") or 0), ONE_VCPU_MB)
+    return sorted({fits, max(fits, TWO_VCPUS_MB)})
+
+
+def memory_size(record: dict[str, Any]) -> int:
+    """The MemorySize to choose: the cheaper candidate (the frontend's price is the same
+    at every size, so the choice does not depend on it); the faster one on a tie."""
+    prices = costs(record)
+    return min(
+        candidate_sizes(record),
+        key=lambda m: (prices[str(m)]["function-url"], prices[str(m)]["latency_ms"]),
+    )
 
 
 def costs(record: dict[str, Any]) -> dict[str, dict[str, float]]:
     latency = {int(t): ms for t, ms in record["latency_ms"].items()}
     out: dict[str, dict[str, float]] = {}
-    for memory in sorted({memory_size(record), TWO_VCPUS_MB}):
+    for memory in candidate_sizes(record):
         ms = latency_at_memory(latency, memory)
         out[str(memory)] = {
             frontend: round(cost_per_million(ms, memory_mb=memory, frontend=frontend).total_usd, 2)
@@ -152,9 +168,8 @@ def markdown(records: dict[str, dict[str, Any]], *, image: bool) -> str:
         "query, 2 / 1 threads (ms)",
         "RSS serving (MB)",
         "memory min / rec. (MB)",
-        "MemorySize",
+        "MemorySize (est. ms)",
         *(f"$/M {FRONTEND_LABEL[f]}" for f in FRONTEND_USD_PER_MILLION),
-        "$/M at 3,538 MB (function URL)",
     ]
     columns = [c for c in head if c is not None]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -174,9 +189,8 @@ def markdown(records: dict[str, dict[str, Any]], *, image: bool) -> str:
             f"{memory.get('minimum_mb', '?'):,} / {memory.get('recommended_mb', '?'):,}"
             if memory
             else "-",
-            f"{size:,}",
+            f"{size:,} ({price[str(size)]['latency_ms']:.0f})",
             *(f"{price[str(size)][f]:.2f}" for f in FRONTEND_USD_PER_MILLION),
-            f"{price[str(TWO_VCPUS_MB)]['function-url']:.2f}",
         ]
         lines.append("| " + " | ".join(c for c in cells if c is not None) + " |")
     return "\n".join(lines)
@@ -197,11 +211,20 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--bundle", action="append", required=True, metavar="NAME=DIR")
+    parser.add_argument("--bundle", action="append", default=[], metavar="NAME=DIR")
     parser.add_argument("--runs", type=int, default=20, help="queries per latency (median)")
     parser.add_argument("--image", action="store_true", help="also build and run the image")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--report", type=Path, help="print the table of an earlier --json run (no measuring)"
+    )
     args = parser.parse_args(argv)
+    if args.report:
+        records = json.loads(args.report.read_text())
+        print(markdown(records, image=any("image" in r for r in records.values())))
+        return 0
+    if not args.bundle:
+        parser.error("--bundle NAME=DIR is required (or --report FILE)")
     bundles = {
         name: Path(path).expanduser() for name, path in (b.split("=", 1) for b in args.bundle)
     }

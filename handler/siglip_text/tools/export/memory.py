@@ -26,15 +26,13 @@ from ..errors import ToolError
 
 #: Peak resident memory of an export per byte of the text tower's fp32 weights, plus a
 #: fixed part (the interpreter, torch, transformers, ONNX Runtime, the tokenizer), with a
-#: margin over what was measured (docs/sizes.md): so400m (2.83 GB of weights, over
-#: protobuf's 2 GB limit, so the exporter writes its tensors straight to files) peaks in ONNX
-#: Runtime's offline optimization; a tower under 2 GB peaks in ``torch.onnx.export``, which
-#: then builds the whole graph in memory (5.8 GB for a 1.37 GB tower of so400m's width
-#: and 3 layers, measured step by step).
-#: int8 adds ONNX Runtime's ``quantize_dynamic``, which holds about three copies of the
-#: fp32 graph (8.5 GB alone for so400m; the whole so400m int8 export peaked at 11.1 GB).
+#: margin over what was measured (docs/sizes.md; the summed RSS of the export and its
+#: child): a tower over 2 GB (so400m: 2.83 GB of weights) peaks while its child process
+#: traces it (so400m 7.6 GB fp32, 7.8 GB int8, giant-opt the same, large 6.5 GB), int8
+#: included, since ONNX Runtime's quantizer is given every weight but the token table;
+#: a tower under 2 GB peaks in ``torch.onnx.export``, which then builds the whole graph
+#: in memory (base: 5.7 GB for 1.13 GB of weights).
 PEAK_PER_WEIGHT_BYTE = 2.6
-PEAK_PER_WEIGHT_BYTE_INT8 = 3.6
 PEAK_PER_WEIGHT_BYTE_UNDER_2GB = 4.3
 FIXED_BYTES = 1_200_000_000
 PROTOBUF_LIMIT = 2 * 1024**3
@@ -72,12 +70,11 @@ def text_tower_parameters(config: Any) -> int:
     )
 
 
-def export_memory_need(parameters: int, precision: str = "fp32") -> int:
-    """Bytes of memory an export of a text tower with ``parameters`` fp32 weights needs."""
+def export_memory_need(parameters: int) -> int:
+    """Bytes of memory an export (fp32 or int8: the same peak) of a text tower with
+    ``parameters`` fp32 weights needs."""
     weights = 4 * parameters
-    per_byte = PEAK_PER_WEIGHT_BYTE_INT8 if precision == "int8" else PEAK_PER_WEIGHT_BYTE
-    if weights < PROTOBUF_LIMIT:
-        per_byte = max(per_byte, PEAK_PER_WEIGHT_BYTE_UNDER_2GB)
+    per_byte = PEAK_PER_WEIGHT_BYTE if weights >= PROTOBUF_LIMIT else PEAK_PER_WEIGHT_BYTE_UNDER_2GB
     return int(per_byte * weights) + FIXED_BYTES
 
 

@@ -325,7 +325,7 @@ def preflight(spec: Any, precision: Precision) -> None:
     if config is None:
         return
     parameters = text_tower_parameters(config)
-    need = export_memory_need(parameters, precision)
+    need = export_memory_need(parameters)
     machine = machine_memory()
     log(
         f"text tower: {parameters / 1e6:.0f} M parameters; the {precision} export needs about "
