@@ -79,22 +79,15 @@ def build_graph(
     return GraphBuild(forward="fusible", last_layer="pooled position only", fused_operators=fused)
 
 
-#: Towers with more fp32 weights than this are traced in a child process
+#: int8 exports of towers with more fp32 weights than this trace them in a child process
 #: (`build_graph_in_child`); smaller ones (the tests' tiny towers) in this one.
 CHILD_PROCESS_BYTES = 256 * 1024**2
 
 
-def build_graph_in_child(
-    spec: Any,
-    path: Path,
-    *,
-    max_length: int,
-    opset: int,
-    external_data: bool | None,
-    fuse: bool = True,
-) -> GraphBuild:
+def build_graph_in_child(spec: Any, path: Path, **options: Any) -> GraphBuild:
     """`build_graph` in a child process that loads the tower from ``spec`` itself and exits
-    once the graph is written: the same files, without what the trace leaves behind here.
+    once the graph is written (``options``: `build_graph`'s): the same files, without what
+    the trace leaves behind here.
 
     ``torch.onnx.export`` (TorchScript, torch 2.13) keeps references to the parameters of
     the modules it traces after it returns (measured on a transformers SigLIP 2 tower: every
@@ -102,26 +95,22 @@ def build_graph_in_child(
     an attribute set on its parameter, as transformers sets ``_is_hf_initialized``, leaks
     too). The tower's weights, memory-mapped from the checkpoint, then stay resident for
     the rest of the export: 2.8 GB for so400m, beside the quantizer's copies. A process
-    that exits returns all of it. The caller drops its own tower before this starts.
+    that exits returns all of it. The caller drops its own tower before this starts, and
+    uses this for int8 (export.pipeline): an fp32 export peaks in the trace itself, and a
+    child beside the caller holds more then than the caller alone.
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("spawn")  # no copy of this process's memory
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        job = pool.submit(_child_build, spec, path, max_length, opset, external_data, fuse)
-        return job.result()
+        return pool.submit(_child_build, spec, path, options).result()
 
 
-def _child_build(
-    spec: Any, path: Path, max_length: int, opset: int, external_data: bool | None, fuse: bool
-) -> GraphBuild:
+def _child_build(spec: Any, path: Path, options: dict[str, Any]) -> GraphBuild:
     from .checkpoint import load_checkpoint
 
-    tower = load_checkpoint(spec, tokenizer=False).release_tower()
-    return build_graph(
-        tower, path, max_length=max_length, opset=opset, external_data=external_data, fuse=fuse
-    )
+    return build_graph(load_checkpoint(spec, tokenizer=False).release_tower(), path, **options)
 
 
 @contextlib.contextmanager
