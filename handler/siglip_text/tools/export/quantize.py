@@ -133,9 +133,10 @@ def quantize_int8(
     table = find_token_table(graph)
     with tempfile.TemporaryDirectory(prefix=".quantize-", dir=target.parent) as scratch:
         staged = Path(scratch) / target.name
-        # The graph given to quantize_dynamic sits beside ``source``, whose weights file its
-        # tensors name (onnx resolves external data relative to the graph file).
-        lean = source.with_name(f".{Path(scratch).name}-{source.name}")
+        # The graph given to quantize_dynamic: beside ``source`` when its tensors name a
+        # weights file there (onnx resolves external data relative to the graph file),
+        # else self-contained in the scratch directory.
+        lean = (source.parent if large else Path(scratch)) / f".{Path(scratch).name}-{source.name}"
         try:
             if table is not None:
                 table.stand_in(graph)
