@@ -134,6 +134,23 @@ class ApiKeyAuthenticator:
             )
         return self._digests
 
+    # --- SnapStart (snapstart.py): drop every secret before a snapshot, read again after -----
+
+    def forget(self) -> None:
+        """Drop the keys, their digests and the provider's cached secret, and close the
+        provider's connections (a restored process must not reuse one opened before)."""
+        self._raw, self._digests = None, ()
+        self.provider.clear_cache()  # type: ignore[no-untyped-call]
+        client = getattr(self.provider, "client", None)
+        if client is not None:
+            client.close()
+
+    def reload(self) -> int:
+        """Read the secret again, bypassing every cache; ConfigError (fail closed) if it
+        cannot be used, as at init."""
+        self.forget()
+        return self.load()
+
     def __call__(self, authorization: str | None) -> None:
         presented = _digest(bearer_token(authorization))
         valid = False

@@ -18,10 +18,13 @@ gc.disable()
 
 import os  # noqa: E402
 import warnings  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 from .config import get_settings  # noqa: E402
 from .loading import ServiceLoad, start_loading  # noqa: E402
+
+if TYPE_CHECKING:
+    from .snapstart import SnapStart
 
 
 def _resume_collection(*, freeze: bool) -> None:
@@ -96,17 +99,41 @@ def _build_app() -> Any:
             "auth_mode": settings.auth_mode,
         },
     )
-    return create_app(
+    built = create_app(
         service,
         settings,
         observer=PowertoolsObserver(metrics, logger),
         authenticator=authenticator,
         offload_inference=False,  # one request per environment: no thread hop needed
     )
+    built.state.authenticator = authenticator  # the SnapStart hooks drop and reload its keys
+    return built
 
 
 app = _build_app()
 asgi_handler = Mangum(app, lifespan="off")
+
+
+def _register_snapstart() -> SnapStart | None:
+    """Under SnapStart (``AWS_LAMBDA_INITIALIZATION_TYPE=snap-start``), the hooks that drop
+    the secrets before the snapshot and check the restoring host after it (snapstart.py)."""
+    from .snapstart import SnapStart, snap_start_init
+
+    if not snap_start_init():
+        return None
+    hooks = SnapStart(
+        service=app.state.service,
+        settings=get_settings(),
+        asgi_handler=asgi_handler,
+        authenticator=app.state.authenticator,
+        logger=logger,
+        metrics=metrics,
+    )
+    hooks.register()
+    return hooks
+
+
+snapstart = _register_snapstart()
 
 
 def tracing_enabled() -> bool:
@@ -137,6 +164,8 @@ if tracing_enabled():
 @metrics.log_metrics(capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """API Gateway (REST v1 or HTTP API v2) event -> FastAPI through Mangum."""
+    if snapstart is not None and snapstart.refusal is not None:
+        return snapstart.refused()
     return _invoke(event, context)
 
 

@@ -1,0 +1,258 @@
+"""Lambda SnapStart: the hooks that make one snapshot safe to restore on any host.
+
+With SnapStart (template.yaml ``SnapStart=PublishedVersions``) Lambda runs the init when a
+version is published, with ``AWS_LAMBDA_INITIALIZATION_TYPE=snap-start``, snapshots the
+initialized environment, and restores that snapshot for every later cold start. The Python
+base image's runtime client (awslambdaric) runs the callables registered with
+``snapshot_restore_py``: the before-snapshot ones once the init is done, the after-restore
+ones in each restored environment before its first request (Lambda Developer Guide,
+"Implement code before or after Lambda function snapshots"; docs/snapstart.md).
+
+A snapshot carries the process as it was, so:
+
+- **before the snapshot** a real request runs through the whole app (Mangum, FastAPI,
+  the key check, the model, the response), so that the first restored request finds every
+  code path and lazy import already done; then every secret is dropped: the keys, their
+  digests, Powertools' cached secret and the connections to Secrets Manager. A snapshot
+  never holds a key.
+- **after a restore** the keys are read again (failing closed, as the init does); the CPU's
+  arithmetic is checked again on the restoring host (the int8 kernel's known answer, and
+  the probe against the manifest's reference and against the vector the snapshot host
+  computed); the thread count is detected again; the restore is logged and counted (a
+  restore is a cold start for Powertools' ColdStart metric). Any failure raises, so the
+  runtime reports the restore as failed, and the function refuses every request until a
+  restore passes (`refusal`), in case a runtime would serve anyway.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import cpu
+from .auth import parse_keys
+from .config import Settings, load_settings
+from .encoder import OnnxEncoder
+from .errors import ModelLoadError
+from .http_errors import error_answer
+from .loading import session_config
+from .self_check import MARGIN, check_int8_kernel, check_reference, cosine_to_reference
+from .service import PROBE_TEXT, EmbeddingService
+
+if TYPE_CHECKING:
+    from .auth import ApiKeyAuthenticator
+
+#: Set by Lambda for the init of a SnapStart version (snap-start), else on-demand or
+#: provisioned-concurrency.
+INITIALIZATION_TYPE = "AWS_LAMBDA_INITIALIZATION_TYPE"
+SNAP_START = "snap-start"
+
+#: Why requests are refused between the snapshot and a restore whose checks passed.
+NOT_RESTORED = "the environment was restored without its after-restore checks"
+
+
+def snap_start_init(environ: Mapping[str, str] = os.environ) -> bool:
+    """This init is a SnapStart init: the process will be snapshotted and restored."""
+    return environ.get(INITIALIZATION_TYPE) == SNAP_START
+
+
+class SnapStart:
+    """The before-snapshot and after-restore hooks of one initialized function."""
+
+    def __init__(
+        self,
+        *,
+        service: EmbeddingService,
+        settings: Settings,
+        asgi_handler: Callable[[dict[str, Any], Any], dict[str, Any]],
+        authenticator: ApiKeyAuthenticator | None,
+        logger: Any,
+        metrics: Any,
+    ) -> None:
+        self.service = service
+        self.settings = settings
+        self.asgi_handler = asgi_handler
+        self.authenticator = authenticator
+        self.logger = logger
+        self.metrics = metrics
+        #: Why requests are refused now (None: serving).
+        self.refusal: str | None = None
+        #: The probe's vector as the snapshot host computed it (not a secret).
+        self.snapshot_vector: np.ndarray | None = None
+        self.restores = 0
+
+    def register(self) -> None:
+        """Register the hooks with the runtime (snapshot_restore_py's registries)."""
+        from snapshot_restore_py import register_after_restore, register_before_snapshot
+
+        register_before_snapshot(self.before_snapshot)
+        register_after_restore(self.after_restore)
+
+    # --- before the snapshot -------------------------------------------------------------
+
+    def before_snapshot(self) -> None:
+        """Warm the request path, record the probe, then drop every secret."""
+        began = time.perf_counter()
+        self.warm_up()
+        self.snapshot_vector = probe_vector(self.service)
+        if self.authenticator is not None:
+            self.authenticator.forget()
+        # The warm-up's metrics are not a request's: the first restored request publishes
+        # only its own.
+        self.metrics.clear_metrics()
+        self.refusal = NOT_RESTORED
+        # The warm-up's request, with its Authorization header, is garbage now; collect its
+        # cycles so that nothing holding a key is left for the snapshot.
+        gc.collect()
+        self.logger.info(
+            "snapshot: request path warmed, secrets dropped",
+            extra={"before_snapshot_s": round(time.perf_counter() - began, 4)},
+        )
+
+    def warm_up(self) -> None:
+        """One real embeddings request through Mangum and the whole app (the key check
+        included, with a key of the secret when auth is on); raises unless it is a 200."""
+        headers = {"content-type": "application/json", "host": "snapstart.warm-up"}
+        if self.authenticator is not None:
+            raw = self.authenticator.provider.get(
+                self.authenticator.secret_id, max_age=self.authenticator.cache_seconds
+            )
+            if not isinstance(raw, str | bytes):
+                raise ModelLoadError("SnapStart warm-up: the API key secret is not a string")
+            headers["authorization"] = "Bearer " + parse_keys(raw)[0]
+        body = json.dumps({"model": self.service.model_id, "input": [PROBE_TEXT]})
+        result = self.asgi_handler(warm_up_event(headers, body), warm_up_context())
+        status = result.get("statusCode")
+        if status != 200:
+            raise ModelLoadError(f"SnapStart warm-up request was answered {status}, not 200")
+
+    # --- after a restore ---------------------------------------------------------------
+
+    def after_restore(self) -> None:
+        """Read the keys again, check this host's arithmetic, detect the threads, record it.
+        Raises (and keeps refusing requests) if any of it fails."""
+        from aws_lambda_powertools.metrics import MetricUnit
+        from aws_lambda_powertools.metrics.provider.cold_start import reset_cold_start_flag
+
+        began = time.perf_counter()
+        self.refusal = "the after-restore checks did not pass"
+        self.restores += 1
+        try:
+            keys = self.authenticator.reload() if self.authenticator is not None else None
+            threads = self.redetect_threads()
+            cosine = self.check_arithmetic()
+        except Exception:
+            self.logger.exception("restore failed: this environment refuses every request")
+            raise
+        self.refusal = None
+        reset_cold_start_flag()  # type: ignore[no-untyped-call]  # a restore is a cold start: the next request says so
+        self.metrics.add_metric(name="SnapStartRestores", unit=MetricUnit.Count, value=1)
+        self.logger.info(
+            "restored from a snapshot",
+            extra={
+                "cpu": cpu.cpu_description(),
+                "intra_op_threads": threads,
+                "probe_cosine_to_snapshot": round(cosine, 7),
+                "api_keys": keys,
+                "after_restore_s": round(time.perf_counter() - began, 4),
+            },
+        )
+
+    def redetect_threads(self) -> int:
+        """The thread count for this host; a session built for another count is rebuilt."""
+        settings = load_settings()
+        threads = settings.intra_op_threads()
+        encoder = self.service.encoder
+        if threads != encoder.intra_op_threads:
+            self.logger.info(
+                "restored on a host with another CPU allowance: rebuilding the session",
+                extra={"snapshot_threads": encoder.intra_op_threads, "threads": threads},
+            )
+            self.service.encoder = OnnxEncoder(
+                encoder.path,
+                output_name=encoder.output_name,
+                dimension=encoder.dimension,
+                max_length=encoder.max_length,
+                config=session_config(settings, self.service.manifest),
+            )
+        return threads
+
+    def check_arithmetic(self) -> float:
+        """The init's CPU checks on this host, and the probe against the snapshot's: the
+        probe's cosine to the snapshot host's vector (ModelLoadError below 1 - MARGIN)."""
+        manifest = self.service.manifest
+        cpu.int8_kernel_product.cache_clear()  # the snapshot host's answer is not this one's
+        check_int8_kernel(manifest)
+        vector = probe_vector(self.service)
+        check_reference(manifest, PROBE_TEXT, vector)
+        if self.snapshot_vector is None:
+            raise ModelLoadError("restored without a snapshot: the before-snapshot hook never ran")
+        cosine = cosine_to_reference(vector, self.snapshot_vector.astype(np.float64))
+        if cosine < 1.0 - MARGIN:
+            raise ModelLoadError(
+                f"after restore on this {cpu.cpu_description()}: the probe text's vector has "
+                f"cosine {cosine:.6f} to the one computed before the snapshot, below "
+                f"{1.0 - MARGIN}: this host computes different vectors (see docs/cpus.md)"
+            )
+        return cosine
+
+    # --- while refusing ----------------------------------------------------------------
+
+    def refused(self) -> dict[str, Any]:
+        """The proxy response for any request while `refusal` holds: a 500 in OpenAI's
+        shape, whose body never says why (the log does)."""
+        self.logger.error("request refused", extra={"reason": self.refusal})
+        answer = error_answer(ModelLoadError(self.refusal or NOT_RESTORED))
+        return {
+            "statusCode": answer.status,
+            "headers": {**answer.headers, "content-type": "application/json"},
+            "body": answer.body.decode("utf-8"),
+            "isBase64Encoded": False,
+        }
+
+
+def probe_vector(service: EmbeddingService) -> np.ndarray:
+    """The probe computed now, never from the vector cache."""
+    fresh = EmbeddingService(service.manifest, service.tokenizer, service.encoder)
+    return fresh.probe().copy()
+
+
+def warm_up_event(headers: dict[str, str], body: str) -> dict[str, Any]:
+    """An API Gateway REST (v1) proxy event for POST /v1/embeddings."""
+    return {
+        "resource": "/v1/embeddings",
+        "path": "/v1/embeddings",
+        "httpMethod": "POST",
+        "headers": headers,
+        "multiValueHeaders": {name: [value] for name, value in headers.items()},
+        "queryStringParameters": None,
+        "multiValueQueryStringParameters": None,
+        "pathParameters": None,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": "/v1/embeddings",
+            "httpMethod": "POST",
+            "path": "/v1/embeddings",
+            "stage": "snapstart",
+            "requestId": "snapstart-warm-up",
+            "identity": {"sourceIp": "127.0.0.1"},
+        },
+        "body": body,
+        "isBase64Encoded": False,
+    }
+
+
+def warm_up_context() -> Any:
+    """What Mangum reads of Lambda's context object."""
+    return SimpleNamespace(
+        function_name="snapstart-warm-up",
+        aws_request_id="snapstart-warm-up",
+        get_remaining_time_in_millis=lambda: 30_000,
+    )

@@ -1,0 +1,254 @@
+"""SnapStart: the hooks the init registers, run as the runtime client runs them, on the real
+demo model; Secrets Manager is moto (in process, or its server on loopback where the function
+runs in its own process, so that the search for secrets searches only the function).
+
+tests/functional/test_snapstart_criu.py checkpoints and restores the process itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from siglip_text.snapstart import NOT_RESTORED
+
+from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event
+from tests.support.openai_shapes import assert_openai_error
+from tests.support.snapstart import (
+    function_env,
+    function_process,
+    mask,
+    run_after_restore,
+    run_before_snapshot,
+)
+
+snapshot_restore_py = pytest.importorskip(
+    "snapshot_restore_py", reason="snapshot-restore-py is a runtime dependency"
+)
+
+# Test values, not credentials.
+KEY = "sk-siglip-test-key-0123456789abcdef"
+NEW_KEY = "sk-siglip-rotated-key-fedcba9876543210"
+EMBED = "rest-embeddings-with-api-key.json"
+
+
+def with_key(key: str, name: str = EMBED) -> dict[str, Any]:
+    event = load_event(name)
+    for headers in (event["headers"], event.get("multiValueHeaders") or {}):
+        for header in list(headers):
+            if header.lower() == "authorization":
+                value = f"Bearer {key}"
+                headers[header] = [value] if isinstance(headers[header], list) else value
+    return event
+
+
+@pytest.fixture
+def registries() -> Iterator[tuple[list[Any], list[Any]]]:
+    """snapshot_restore_py's registries (process-wide lists), emptied around each test."""
+    before = snapshot_restore_py.get_before_snapshot()
+    after = snapshot_restore_py.get_after_restore()
+    saved = before[:], after[:]
+    before.clear()
+    after.clear()
+    try:
+        yield before, after
+    finally:
+        before[:], after[:] = saved
+
+
+@pytest.fixture
+def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str, list[str]]]:
+    """moto's Secrets Manager in process: the client, the secret's ARN, GetSecretValue calls."""
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        client = boto3.client("secretsmanager", region_name="us-east-1")
+        arn = client.create_secret(Name="siglip-text/api-key", SecretString=KEY)["ARN"]
+        reads: list[str] = []
+        yield client, arn, reads
+
+
+def counting_reads(function: ModuleType, reads: list[str]) -> None:
+    function.app.state.authenticator.provider.client.meta.events.register(
+        "before-parameter-build.secrets-manager.GetSecretValue",
+        lambda **kwargs: reads.append(kwargs["params"]["SecretId"]),
+    )
+
+
+def test_a_snap_start_init_registers_a_before_snapshot_and_an_after_restore_hook(
+    demo_dir: Path, registries: tuple[list[Any], list[Any]]
+) -> None:
+    before, after = registries
+    with imported_lambda(demo_dir) as function:
+        assert function.snapstart is None
+        assert before == [] and after == []
+    with imported_lambda(demo_dir, AWS_LAMBDA_INITIALIZATION_TYPE="snap-start") as function:
+        assert [call[0] for call in before] == [function.snapstart.before_snapshot]
+        assert [call[0] for call in after] == [function.snapstart.after_restore]
+
+
+def test_after_restore_the_keys_are_read_again_and_a_request_with_the_key_is_answered(
+    demo_dir: Path,
+    registries: tuple[list[Any], list[Any]],
+    secrets: tuple[Any, str, list[str]],
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    client, arn, reads = secrets
+    env = {
+        "AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start",
+        "SIGLIP_AUTH_MODE": "api-key",
+        "SIGLIP_API_KEY_SECRET_ARN": arn,
+    }
+    with imported_lambda(demo_dir, **env) as function:
+        counting_reads(function, reads)
+        authenticator = function.app.state.authenticator
+        # GIVEN the snapshot taken: no key held, every request refused until a restore
+        run_before_snapshot()
+        assert authenticator.provider.store == {}
+        refused = function.handler(with_key(KEY), LambdaContext())
+        assert refused["statusCode"] == 500
+        assert_openai_error(json.loads(refused["body"]))
+        assert reads == []
+        # WHEN it is restored (the runtime runs the after-restore hooks)
+        capsys.readouterr()
+        run_after_restore()
+        # THEN the secret was read again, and the key is accepted, a wrong one refused
+        assert reads == [arn]
+        answered = function.handler(with_key(KEY), LambdaContext())
+        assert answered["statusCode"] == 200, answered["body"]
+        assert len(json.loads(answered["body"])["data"]) == 1
+        assert function.handler(with_key(NEW_KEY), LambdaContext())["statusCode"] == 401
+        # AND the restore was logged and counted, and the first request is a cold start
+        assert "restored from a snapshot" in caplog.messages
+        out = capsys.readouterr().out
+        metrics = [json.loads(line) for line in out.splitlines() if '"_aws"' in line]
+        names = {
+            m["Name"] for doc in metrics for m in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+        }
+        assert {"ColdStart", "SnapStartRestores"} <= names, names
+
+
+def test_a_restore_fails_closed_when_the_secret_cannot_be_read(
+    demo_dir: Path, registries: tuple[list[Any], list[Any]], secrets: tuple[Any, str, list[str]]
+) -> None:
+    client, arn, _ = secrets
+    env = {
+        "AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start",
+        "SIGLIP_AUTH_MODE": "api-key",
+        "SIGLIP_API_KEY_SECRET_ARN": arn,
+    }
+    with imported_lambda(demo_dir, **env) as function:
+        run_before_snapshot()
+        client.delete_secret(SecretId=arn, ForceDeleteWithoutRecovery=True)
+        with pytest.raises(Exception, match="API key secret cannot be used"):
+            run_after_restore()
+        assert function.handler(with_key(KEY), LambdaContext())["statusCode"] == 500
+
+
+def test_another_hosts_arithmetic_fails_the_restore_and_nothing_is_served(
+    demo_dir: Path, registries: tuple[list[Any], list[Any]]
+) -> None:
+    with imported_lambda(demo_dir, AWS_LAMBDA_INITIALIZATION_TYPE="snap-start") as function:
+        event = load_event("rest-embeddings-text.json")
+        assert function.handler(event, LambdaContext())["statusCode"] == 200
+        run_before_snapshot()
+        # GIVEN a restoring host whose ONNX Runtime computes other vectors than the snapshot's
+        session = function.app.state.service.encoder.session
+        run = session.run
+        session.run = lambda *args, **kwargs: [out[..., ::-1] for out in run(*args, **kwargs)]
+        # WHEN the runtime restores: THEN the restore fails
+        with pytest.raises(Exception, match="computes different vectors"):
+            run_after_restore()
+        assert function.snapstart.refusal != NOT_RESTORED
+        # AND every request is refused, none answered with a vector
+        for name in ("rest-embeddings-text.json", "rest-embeddings-batch.json", "rest-health.json"):
+            result = function.handler(load_event(name), LambdaContext())
+            assert result["statusCode"] == 500, (name, result["body"])
+            body = json.loads(result["body"])
+            assert_openai_error(body)
+            assert "data" not in body
+
+
+def test_after_restore_the_thread_count_is_detected_again(
+    demo_dir: Path, registries: tuple[list[Any], list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with imported_lambda(demo_dir, AWS_LAMBDA_INITIALIZATION_TYPE="snap-start") as function:
+        service = function.app.state.service
+        assert service.intra_op_threads == 1
+        run_before_snapshot()
+        # GIVEN a restoring host that gives the function another CPU allowance
+        monkeypatch.setenv("SIGLIP_ORT_INTRA_OP_THREADS", "2")
+        run_after_restore()
+        # THEN the session was rebuilt for it, and serves
+        assert service.intra_op_threads == 2
+        health = function.handler(load_event("rest-health.json"), LambdaContext())
+        assert json.loads(health["body"])["intra_op_threads"] == 2
+        event = load_event("rest-embeddings-text.json")
+        assert function.handler(event, LambdaContext())["statusCode"] == 200
+
+
+# --- in its own process, Secrets Manager on loopback ------------------------------------------
+
+
+@pytest.fixture
+def moto_server() -> Iterator[str]:
+    server_module = pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
+    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+def secrets_on(endpoint: str) -> Any:
+    return boto3.client(
+        "secretsmanager",
+        region_name="us-east-1",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+def api_key_env(demo_dir: Path, endpoint: str, arn: str) -> dict[str, str]:
+    return function_env(
+        demo_dir,
+        SIGLIP_AUTH_MODE="api-key",
+        SIGLIP_API_KEY_SECRET_ARN=arn,
+        AWS_ENDPOINT_URL_SECRETS_MANAGER=endpoint,
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+    )
+
+
+def test_after_the_before_snapshot_hooks_no_key_nor_digest_is_reachable(
+    demo_dir: Path, moto_server: str, tmp_path: Path
+) -> None:
+    client = secrets_on(moto_server)
+    rotating = json.dumps({"keys": [NEW_KEY, KEY]})
+    arn = client.create_secret(Name="siglip-text/api-key", SecretString=rotating)["ARN"]
+    with function_process(api_key_env(demo_dir, moto_server, arn), tmp_path) as function:
+        assert function.call("hooks") == {"before": 1, "after": 1}
+        assert function.invoke(with_key(KEY))["statusCode"] == 200
+        # GIVEN an initialized function that has served a request with a key: the search
+        # finds both keys (as text) and their digests, so it can find them
+        masked = [mask(KEY), mask(NEW_KEY)]  # needles: [bytes, str, digest] per key
+        found = set(function.call("reachable", masked=masked)["found"])
+        assert {1, 2, 4, 5} <= found, found
+        # WHEN the runtime runs the before-snapshot hooks
+        assert function.call("before_snapshot") == {"ok": True}
+        # THEN no key, as text or bytes, nor any key's digest is reachable in the process
+        assert function.call("reachable", masked=masked) == {"found": []}
+        # AND after a restore the key is read again and accepted
+        assert function.call("after_restore") == {"ok": True}
+        assert function.call("reads") == {"reads": 1}
+        assert function.invoke(with_key(NEW_KEY))["statusCode"] == 200

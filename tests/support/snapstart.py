@@ -1,0 +1,294 @@
+"""SnapStart for the tests: the runtime's hook runner, a search of a process for secrets, a
+function process driven over loopback, and CRIU to checkpoint and restore it.
+
+The runner: the Python base image's runtime client (awslambdaric, as the stand-in base image
+installs it: scripts/make_standin_base_image.sh) runs ``snapshot_restore_py``'s registries in
+``awslambdaric.lambda_runtime_hooks_runner`` once the init is done under
+``AWS_LAMBDA_INITIALIZATION_TYPE=snap-start``: the before-snapshot callables popped (the last
+registered first), then, in the restored process, the after-restore callables in order. The
+emulator in front of it (aws-lambda-rie) has no ``/runtime/restore/next``, so the tests drive
+the registries themselves: with awslambdaric's own runner where it is installed, else with the
+same loops written out here.
+
+The search (../shared/CONTRACT.md section 7): ``gc.get_objects()`` misses what ``gc.freeze()``
+moved to the permanent generation (the init freezes) and the tuples and dicts CPython stopped
+tracking (a tuple of key digests), so it unfreezes first and walks ``gc.get_referents`` from
+every tracked object down to the str and bytes leaves.
+
+CRIU: Debian trixie's criu (4.1) in a debootstrapped root (``SIGLIP_CRIU_ROOT``, made by
+scripts/make_criu_root.sh; .ci/run makes it under the checkout), run on the host through that
+root's loader. It needs root and a kernel that lets it checkpoint; where it cannot run, the
+tests skip naming why.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from tests.support.paths import ROOT
+
+MASK = 0x5A
+
+
+# --- the runtime's hook runner -----------------------------------------------------------------
+
+
+def run_before_snapshot() -> None:
+    """What awslambdaric runs once the init is done under snap-start."""
+    try:
+        from awslambdaric.lambda_runtime_hooks_runner import run_before_snapshot as run
+    except ImportError:
+        from snapshot_restore_py import get_before_snapshot
+
+        callables = get_before_snapshot()
+        while callables:
+            func, args, kwargs = callables.pop()  # type: ignore[misc]
+            func(*args, **kwargs)
+        return
+    run()
+
+
+def run_after_restore() -> None:
+    """What awslambdaric runs in a restored process before its first request."""
+    try:
+        from awslambdaric.lambda_runtime_hooks_runner import run_after_restore as run
+    except ImportError:
+        from snapshot_restore_py import get_after_restore
+
+        for func, args, kwargs in get_after_restore():  # type: ignore[misc]
+            func(*args, **kwargs)
+        return
+    run()
+
+
+# --- searching a process for secrets -------------------------------------------------------------
+
+
+def mask(secret: str) -> str:
+    """A secret as a command carries it: never its own bytes (the search would find those)."""
+    return bytes(b ^ MASK for b in secret.encode()).hex()
+
+
+def unmask(masked: list[str]) -> list[Any]:
+    """The needles for `reachable`: each key as str and bytes, and its SHA-256 digest (what
+    auth.py keeps)."""
+    import hashlib
+
+    needles: list[Any] = []
+    for item in masked:
+        raw = bytes(b ^ MASK for b in bytes.fromhex(item))
+        needles += [raw, raw.decode(), hashlib.sha256(raw).digest()]
+    return needles
+
+
+def reachable(needles: list[Any]) -> list[int]:
+    """Indices of the needles that some object reachable through the garbage collector holds
+    (equal to it, or containing it), the needles themselves and their list aside."""
+    gc.unfreeze()
+    skip = {id(needles), *(id(n) for n in needles)}
+    seen: set[int] = set(skip)
+    found: set[int] = set()
+    stack = [o for o in gc.get_objects() if id(o) not in skip]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, str | bytes | bytearray):
+            for index, needle in enumerate(needles):
+                # a str needle in text, a bytes needle in bytes (`in` across them raises)
+                if (type(needle) is str) == isinstance(item, str) and needle in item:
+                    found.add(index)
+            continue
+        stack.extend(r for r in gc.get_referents(item) if id(r) not in seen)
+    return sorted(found)
+
+
+# --- a function process over loopback ------------------------------------------------------------
+
+
+class FunctionProcess:
+    """The function (tests/support/snapstart_function.py) in its own process."""
+
+    def __init__(self, env: dict[str, str], work: Path) -> None:
+        self.env = env
+        self.work = work
+        self.port_file = work / "port"
+        self.port = 0
+        self.pid = 0
+
+    def start(self, timeout: float = 120.0) -> None:
+        # Inherited descriptors closed, a new session, no terminal: what CRIU can restore.
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.snapstart_function", str(self.port_file)],
+            cwd=ROOT,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            start_new_session=True,
+        )
+        self.pid = process.pid
+        deadline = time.monotonic() + timeout
+        while not self.port_file.exists():
+            if process.poll() is not None:
+                raise RuntimeError(f"the function process exited with {process.returncode}")
+            if time.monotonic() > deadline:
+                process.kill()
+                raise TimeoutError("the function process did not start listening")
+            time.sleep(0.05)
+        self.port = int(self.port_file.read_text())
+        self._process = process
+
+    def call(self, op: str, **fields: Any) -> dict[str, Any]:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=120) as connection:
+            connection.sendall(json.dumps({"op": op, **fields}).encode() + b"\n")
+            with connection.makefile("rb") as stream:
+                answer: dict[str, Any] = json.loads(stream.readline())
+        return answer
+
+    def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
+        answer = self.call("invoke", event=event)
+        assert "result" in answer, answer
+        result: dict[str, Any] = answer["result"]
+        return result
+
+    def stop(self) -> None:
+        if self.pid:
+            with suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            wait_gone(self.pid)
+
+
+def wait_gone(pid: int, timeout: float = 30.0) -> None:
+    """Until the process is gone (reaped when it is our child): its PID is free again."""
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        with suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.02)
+
+
+def function_env(model_dir: Path, **extra: str) -> dict[str, str]:
+    """The environment a SnapStart init gets, for the demo bundle, plus `extra`."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SIGLIP_", "AWS_", "POWERTOOLS_", "PYTEST"))
+    }
+    env.update(
+        {
+            "AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start",
+            "SIGLIP_MODEL_DIR": str(model_dir),
+            "SIGLIP_ORT_INTRA_OP_THREADS": "1",
+            "SIGLIP_AUTH_MODE": "none",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_METRICS_NAMESPACE": "SiglipTextTest",
+            "ORT_DISABLE_TELEMETRY": "1",
+            "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(
+                os.pathsep
+            ),
+        }
+    )
+    env.update(extra)
+    return env
+
+
+@contextmanager
+def function_process(env: dict[str, str], work: Path) -> Iterator[FunctionProcess]:
+    process = FunctionProcess(env, work)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+# --- CRIU --------------------------------------------------------------------------------------
+
+
+def criu_root() -> Path:
+    return Path(os.environ.get("SIGLIP_CRIU_ROOT", ROOT / ".criu" / "root"))
+
+
+def criu_command(*args: str) -> list[str]:
+    """Trixie's criu, run on the host through the root's own loader and libraries."""
+    root = criu_root()
+    libs = root / "usr" / "lib" / "x86_64-linux-gnu"
+    return [
+        str(libs / "ld-linux-x86-64.so.2"),
+        "--library-path",
+        str(libs),
+        str(root / "usr" / "sbin" / "criu"),
+        *args,
+    ]
+
+
+def criu_unavailable() -> str | None:
+    """Why CRIU cannot checkpoint here, or None when it can."""
+    root = criu_root()
+    if not (root / "usr" / "sbin" / "criu").exists():
+        return f"no criu root at {root} (scripts/make_criu_root.sh makes it; set SIGLIP_CRIU_ROOT)"
+    if os.uname().machine != "x86_64":
+        return f"the criu root is x86_64, this machine is {os.uname().machine}"
+    if os.geteuid() != 0:
+        return "criu needs root (CAP_SYS_ADMIN) to checkpoint and restore"
+    check = subprocess.run(criu_command("check"), capture_output=True, text=True, timeout=60)
+    if check.returncode != 0 or "Looks good" not in check.stdout + check.stderr:
+        return f"criu check fails on this kernel: {(check.stdout + check.stderr).strip()[-300:]}"
+    return None
+
+
+def criu_dump(pid: int, images: Path) -> None:
+    """Checkpoint the process tree of `pid` into `images`; the process ends."""
+    images.mkdir(parents=True, exist_ok=True)
+    dumped = subprocess.run(
+        criu_command(
+            "dump", "-t", str(pid), "--shell-job", "--file-locks", "-D", str(images),
+            "-o", "dump.log", "-v4",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    if dumped.returncode != 0:
+        raise RuntimeError(f"criu dump failed: {_log_tail(images / 'dump.log')}")
+    wait_gone(pid)
+
+
+def criu_restore(images: Path, pid: int) -> None:
+    """Restore the checkpoint in `images` (detached: it runs on as `pid`)."""
+    restored = subprocess.run(
+        criu_command(
+            "restore", "-d", "--shell-job", "--file-locks", "-D", str(images),
+            "-o", "restore.log", "-v4",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    if restored.returncode != 0:
+        raise RuntimeError(f"criu restore failed: {_log_tail(images / 'restore.log')}")
+    if not Path(f"/proc/{pid}").exists():
+        raise RuntimeError("criu restore returned, but the process is not running")
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return f"(no log at {path})"
+    errors = [line for line in lines if "Error" in line or "error" in line]
+    return "\n".join((errors or lines)[-15:])

@@ -1,0 +1,90 @@
+"""A Lambda function process for the SnapStart tests: ``python -m tests.support.snapstart_function
+PORT_FILE``, from the repository root, with the function's environment.
+
+It runs the init (imports ``siglip_text.lambda_function``), listens on a loopback port (written
+to PORT_FILE) and answers one JSON command per connection, closing each connection before the
+next: between commands it holds no open connection, so CRIU can checkpoint it then. Commands
+(tests/support/snapstart.py sends them):
+
+- ``hooks``: how many callables each snapshot_restore_py registry holds;
+- ``before_snapshot`` / ``after_restore``: run the registries as the runtime client does;
+- ``invoke``: the Lambda handler on an event;
+- ``reads``: GetSecretValue calls made since the init;
+- ``reachable``: which of the given (masked) secrets a walk of the garbage collector's objects
+  reaches (see `tests.support.snapstart.reachable`);
+- ``perturb``: make ONNX Runtime's outputs another host's (reversed vectors).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.support.aws_lambda import LambdaContext
+from tests.support.snapstart import reachable, run_after_restore, run_before_snapshot, unmask
+
+
+def main(port_file: Path) -> None:
+    function = importlib.import_module("siglip_text.lambda_function")  # the init
+    reads: list[str] = []
+    authenticator = function.app.state.authenticator
+    if authenticator is not None:
+        authenticator.provider.client.meta.events.register(
+            "before-parameter-build.secrets-manager.GetSecretValue",
+            lambda **kwargs: reads.append("GetSecretValue"),
+        )
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    written = port_file.with_suffix(".tmp")
+    written.write_text(str(server.getsockname()[1]))
+    written.rename(port_file)
+    while True:
+        connection, _ = server.accept()
+        with connection, connection.makefile("rwb") as stream:
+            command = json.loads(stream.readline())
+            try:
+                answer = dispatch(function, reads, command)
+            except Exception as exc:  # the test reads it
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            stream.write(json.dumps(answer).encode() + b"\n")
+            stream.flush()
+        if command["op"] == "exit":
+            return
+
+
+def dispatch(function: Any, reads: list[str], command: dict[str, Any]) -> dict[str, Any]:
+    op = command["op"]
+    if op == "hooks":
+        from snapshot_restore_py import get_after_restore, get_before_snapshot
+
+        return {"before": len(get_before_snapshot()), "after": len(get_after_restore())}
+    if op == "before_snapshot":
+        run_before_snapshot()
+        return {"ok": True}
+    if op == "after_restore":
+        run_after_restore()
+        return {"ok": True}
+    if op == "invoke":
+        return {"result": function.handler(command["event"], LambdaContext())}
+    if op == "reads":
+        return {"reads": len(reads)}
+    if op == "reachable":
+        return {"found": reachable(unmask(command["masked"]))}
+    if op == "perturb":
+        session = function.app.state.service.encoder.session
+        run = session.run
+        session.run = lambda *args, **kwargs: [out[..., ::-1] for out in run(*args, **kwargs)]
+        return {"ok": True}
+    if op == "exit":
+        return {"ok": True}
+    raise ValueError(f"unknown command {op!r}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
