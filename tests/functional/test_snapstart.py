@@ -235,7 +235,7 @@ def test_after_the_before_snapshot_hooks_no_key_nor_digest_is_reachable(
 ) -> None:
     client = secrets_on(moto_server)
     rotating = json.dumps({"keys": [NEW_KEY, KEY]})
-    arn = client.create_secret(Name="siglip-text/api-key", SecretString=rotating)["ARN"]
+    arn = client.create_secret(Name=f"siglip-text/{tmp_path.name}", SecretString=rotating)["ARN"]
     with function_process(api_key_env(demo_dir, moto_server, arn), tmp_path) as function:
         assert function.call("hooks") == {"before": 1, "after": 1}
         assert function.invoke(with_key(KEY))["statusCode"] == 200

@@ -1,5 +1,5 @@
 """SnapStart for the tests: the runtime's hook runner, a search of a process for secrets, a
-function process driven over loopback, and CRIU to checkpoint and restore it.
+function process driven over a UNIX socket, and CRIU to checkpoint and restore it.
 
 The runner: the Python base image's runtime client (awslambdaric, as the stand-in base image
 installs it: scripts/make_standin_base_image.sh) runs ``snapshot_restore_py``'s registries in
@@ -115,7 +115,7 @@ def reachable(needles: list[Any]) -> list[int]:
     return sorted(found)
 
 
-# --- a function process over loopback ------------------------------------------------------------
+# --- a function process over a UNIX socket ----------------------------------------------
 
 
 class FunctionProcess:
@@ -124,14 +124,13 @@ class FunctionProcess:
     def __init__(self, env: dict[str, str], work: Path) -> None:
         self.env = env
         self.work = work
-        self.port_file = work / "port"
-        self.port = 0
+        self.socket = work / "fn.sock"
         self.pid = 0
 
     def start(self, timeout: float = 120.0) -> None:
         # Inherited descriptors closed, a new session, no terminal: what CRIU can restore.
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.snapstart_function", str(self.port_file)],
+            [sys.executable, "-m", "tests.support.snapstart_function", str(self.socket)],
             cwd=ROOT,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -142,18 +141,19 @@ class FunctionProcess:
         )
         self.pid = process.pid
         deadline = time.monotonic() + timeout
-        while not self.port_file.exists():
+        while not self.socket.with_suffix(".ready").exists():
             if process.poll() is not None:
                 raise RuntimeError(f"the function process exited with {process.returncode}")
             if time.monotonic() > deadline:
                 process.kill()
                 raise TimeoutError("the function process did not start listening")
             time.sleep(0.05)
-        self.port = int(self.port_file.read_text())
         self._process = process
 
     def call(self, op: str, **fields: Any) -> dict[str, Any]:
-        with socket.create_connection(("127.0.0.1", self.port), timeout=120) as connection:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.settimeout(120)
+            connection.connect(str(self.socket))
             connection.sendall(json.dumps({"op": op, **fields}).encode() + b"\n")
             with connection.makefile("rb") as stream:
                 answer: dict[str, Any] = json.loads(stream.readline())
@@ -268,21 +268,38 @@ def criu_dump(pid: int, images: Path) -> None:
     wait_gone(pid)
 
 
-def criu_restore(images: Path, pid: int) -> None:
-    """Restore the checkpoint in `images` (detached: it runs on as `pid`)."""
-    restored = subprocess.run(
+def criu_restore(images: Path, timeout: float = 120.0) -> subprocess.Popen[bytes]:
+    """Restore the checkpoint in `images`. criu stays its parent (no ``-d``), so that the
+    restored process is reaped when it ends and its PID is free for the next restore; returns
+    once criu reports the tasks resumed."""
+    log = images / "restore.log"
+    log.unlink(missing_ok=True)
+    restorer = subprocess.Popen(
         criu_command(
-            "restore", "-d", "--shell-job", "--file-locks", "-D", str(images),
-            "-o", "restore.log", "-v4",
+            "restore", "--shell-job", "--file-locks", "-D", str(images), "-o", "restore.log",
+            "-v4",
         ),
-        capture_output=True,
-        text=True,
-        timeout=300,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )  # fmt: skip
-    if restored.returncode != 0:
-        raise RuntimeError(f"criu restore failed: {_log_tail(images / 'restore.log')}")
-    if not Path(f"/proc/{pid}").exists():
-        raise RuntimeError("criu restore returned, but the process is not running")
+    deadline = time.monotonic() + timeout
+    while "Restore finished successfully" not in _read(log):
+        if restorer.poll() is not None:
+            raise RuntimeError(f"criu restore failed: {_log_tail(log)}")
+        if time.monotonic() > deadline:
+            restorer.kill()
+            raise TimeoutError(f"criu restore did not finish: {_log_tail(log)}")
+        time.sleep(0.02)
+    return restorer
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def _log_tail(path: Path) -> str:

@@ -1,9 +1,11 @@
 """A Lambda function process for the SnapStart tests: ``python -m tests.support.snapstart_function
-PORT_FILE``, from the repository root, with the function's environment.
+SOCKET``, from the repository root, with the function's environment.
 
-It runs the init (imports ``siglip_text.lambda_function``), listens on a loopback port (written
-to PORT_FILE) and answers one JSON command per connection, closing each connection before the
-next: between commands it holds no open connection, so CRIU can checkpoint it then. Commands
+It runs the init (imports ``siglip_text.lambda_function``), listens on the UNIX socket SOCKET
+(SOCKET.ready appears once it does) and answers one JSON command per connection, closing each
+connection before the next: between commands it holds no open connection, so CRIU can
+checkpoint it then. A UNIX socket, not loopback TCP: criu 4.1 cannot dump an inet socket on
+kernels that refuse SO_PASSCRED on one (6.18 here). Commands
 (tests/support/snapstart.py sends them):
 
 - ``hooks``: how many callables each snapshot_restore_py registry holds;
@@ -28,7 +30,7 @@ from tests.support.aws_lambda import LambdaContext
 from tests.support.snapstart import reachable, run_after_restore, run_before_snapshot, unmask
 
 
-def main(port_file: Path) -> None:
+def main(path: Path) -> None:
     function = importlib.import_module("siglip_text.lambda_function")  # the init
     reads: list[str] = []
     authenticator = function.app.state.authenticator
@@ -37,17 +39,17 @@ def main(port_file: Path) -> None:
             "before-parameter-build.secrets-manager.GetSecretValue",
             lambda **kwargs: reads.append("GetSecretValue"),
         )
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind(("127.0.0.1", 0))
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
     server.listen(1)
-    written = port_file.with_suffix(".tmp")
-    written.write_text(str(server.getsockname()[1]))
-    written.rename(port_file)
+    path.with_suffix(".ready").touch()
     while True:
         connection, _ = server.accept()
         with connection, connection.makefile("rwb") as stream:
-            command = json.loads(stream.readline())
+            line = stream.readline()
+            if not line:
+                continue
+            command = json.loads(line)
             try:
                 answer = dispatch(function, reads, command)
             except Exception as exc:  # the test reads it

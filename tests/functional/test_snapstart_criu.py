@@ -1,0 +1,128 @@
+"""A real restore, emulated: CRIU checkpoints an initialized function process after the
+before-snapshot hooks and restores it, twice from one image, as Lambda restores one snapshot in
+many environments (../shared/CONTRACT.md section 7: Debian trixie's criu 4.1 on this kernel).
+
+Each restored copy runs the after-restore hooks as the runtime client does, then answers
+through the Lambda handler with the real demo model; Secrets Manager is moto's server on
+loopback (outside the checkpointed process). Skips, naming why, where CRIU cannot run (no
+criu root: scripts/make_criu_root.sh, which .ci/run runs; not root; a kernel criu rejects).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import numpy as np
+import pytest
+
+from tests.support.aws_lambda import load_event
+from tests.support.snapstart import (
+    FunctionProcess,
+    criu_dump,
+    criu_restore,
+    criu_unavailable,
+    function_env,
+    wait_gone,
+)
+
+pytestmark = pytest.mark.slow
+
+# Test values, not credentials.
+KEY = "sk-siglip-test-key-0123456789abcdef"
+NEW_KEY = "sk-siglip-rotated-key-fedcba9876543210"
+
+
+@pytest.fixture
+def criu() -> None:
+    reason = criu_unavailable()
+    if reason is not None:
+        pytest.skip(f"CRIU cannot checkpoint here: {reason}")
+
+
+@pytest.fixture
+def moto_server() -> Iterator[str]:
+    server_module = pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
+    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+def embed_event(key: str) -> dict[str, Any]:
+    event = load_event("rest-embeddings-batch.json")
+    event["headers"]["Authorization"] = f"Bearer {key}"
+    event.setdefault("multiValueHeaders", {})["Authorization"] = [f"Bearer {key}"]
+    return event
+
+
+def vectors(result: dict[str, Any]) -> np.ndarray:
+    assert result["statusCode"] == 200, result["body"]
+    return np.array([item["embedding"] for item in json.loads(result["body"])["data"]])
+
+
+def test_a_checkpointed_function_restores_answers_the_same_and_reads_the_rotated_key(
+    criu: None, demo_dir: Path, moto_server: str, tmp_path: Path
+) -> None:
+    client = boto3.client(
+        "secretsmanager",
+        region_name="us-east-1",
+        endpoint_url=moto_server,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    arn = client.create_secret(Name=f"siglip-text/{tmp_path.name}", SecretString=KEY)["ARN"]
+    env = function_env(
+        demo_dir,
+        SIGLIP_AUTH_MODE="api-key",
+        SIGLIP_API_KEY_SECRET_ARN=arn,
+        AWS_ENDPOINT_URL_SECRETS_MANAGER=moto_server,
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+    )
+    function = FunctionProcess(env, tmp_path)
+    images = tmp_path / "images"
+    restorer = None
+    try:
+        # GIVEN an initialized function, its answer, and the before-snapshot hooks run
+        function.start()
+        expected = vectors(function.invoke(embed_event(KEY)))
+        assert function.call("before_snapshot") == {"ok": True}
+        # WHEN it is checkpointed (the process ends) and restored from the image
+        began = time.perf_counter()
+        criu_dump(function.pid, images)
+        dumped_s = time.perf_counter() - began
+        for key, refused in ((KEY, NEW_KEY), (NEW_KEY, KEY)):
+            began = time.perf_counter()
+            restorer = criu_restore(images)
+            restored_s = time.perf_counter() - began
+            # THEN the restored copy holds no key until its after-restore hooks read it
+            assert function.call("reads") == {"reads": 0}
+            assert function.call("after_restore") == {"ok": True}
+            assert function.call("reads") == {"reads": 1}
+            # AND it answers the same vectors with the secret's current key, and refuses
+            # the other
+            np.testing.assert_allclose(
+                vectors(function.invoke(embed_event(key))), expected, atol=1e-6
+            )
+            assert function.invoke(embed_event(refused))["statusCode"] == 401
+            function.stop()
+            restorer.wait(timeout=60)
+            restorer = None
+            print(f"criu: dump {dumped_s:.2f} s, restore {restored_s:.2f} s")
+            # the next copy is restored after the key was replaced in Secrets Manager
+            client.put_secret_value(SecretId=arn, SecretString=NEW_KEY)
+    finally:
+        function.stop()
+        if restorer is not None:
+            restorer.kill()
+            restorer.wait(timeout=60)
+        wait_gone(function.pid)
