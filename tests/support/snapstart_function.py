@@ -10,7 +10,8 @@ kernels that refuse SO_PASSCRED on one (6.18 here). Commands
 
 - ``hooks``: how many callables each snapshot_restore_py registry holds;
 - ``before_snapshot`` / ``after_restore``: run the registries as the runtime client does;
-- ``invoke``: the Lambda handler on an event;
+- ``invoke``: the Lambda handler on an event (and its duration in the process);
+- ``rss``: the process's resident memory;
 - ``reads``: GetSecretValue calls made since the init;
 - ``reachable``: which of the given (masked) secrets a walk of the garbage collector's objects
   reaches (see `tests.support.snapstart.reachable`);
@@ -23,6 +24,7 @@ import importlib
 import json
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +74,18 @@ def dispatch(function: Any, reads: list[str], command: dict[str, Any]) -> dict[s
     if op == "after_restore":
         run_after_restore()
         return {"ok": True}
+    if op == "timed_after_restore":
+        began = time.perf_counter()
+        run_after_restore()
+        return {"seconds": time.perf_counter() - began}
     if op == "invoke":
-        return {"result": function.handler(command["event"], LambdaContext())}
+        began = time.perf_counter()
+        result = function.handler(command["event"], LambdaContext())
+        return {"result": result, "seconds": time.perf_counter() - began}
+    if op == "rss":
+        status = Path("/proc/self/status").read_text()
+        (line,) = [row for row in status.splitlines() if row.startswith("VmRSS:")]
+        return {"rss_mb": int(line.split()[1]) / 1024}
     if op == "reads":
         return {"reads": len(reads)}
     if op == "reachable":
