@@ -14,6 +14,10 @@ threads as at 3538 MB):
 - warm-up: the before-snapshot hooks run, then the same, each restore running the
   after-restore hooks (timed) before its first request.
 
+``first_extra_median_ms`` is the median, over the restores, of the first request's time less
+the second's in the same process: what a first request costs beyond a warm one, steadier on
+a loaded machine than either figure alone.
+
 Prints JSON: RSS after init (what Lambda snapshots and charges the cache for is the
 environment's memory; RSS is the process's part), the CRIU image size, and the request
 durations measured inside the process (the handler call). Needs root and the criu root
@@ -120,6 +124,11 @@ def snapshot(env: dict[str, str], work: Path, *, warm_up: bool, restores: int) -
             "first_ms": [round(t, 2) for t in firsts],
             "first_median_ms": round(statistics.median(firsts), 2),
             "second_median_ms": round(statistics.median(seconds), 2),
+            # what the first request costs beyond a warm one, in the same restored process:
+            # steadier than either alone on a shared machine
+            "first_extra_median_ms": round(
+                statistics.median(f - s for f, s in zip(firsts, seconds, strict=True)), 2
+            ),
         }
     finally:
         function.stop()
