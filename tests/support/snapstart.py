@@ -6,9 +6,9 @@ installs it: scripts/make_standin_base_image.sh) runs ``snapshot_restore_py``'s 
 ``awslambdaric.lambda_runtime_hooks_runner`` once the init is done under
 ``AWS_LAMBDA_INITIALIZATION_TYPE=snap-start``: the before-snapshot callables popped (the last
 registered first), then, in the restored process, the after-restore callables in order. The
-emulator in front of it (aws-lambda-rie) has no ``/runtime/restore/next``, so the tests drive
-the registries themselves: with awslambdaric's own runner where it is installed, else with the
-same loops written out here.
+emulator in front of it (aws-lambda-rie) answers its ``GET /runtime/restore/next`` with 404,
+so the tests drive the registries themselves: with awslambdaric's own runner (the test extra
+installs it), else with the same loops written out here.
 
 The search (../shared/CONTRACT.md section 7): ``gc.get_objects()`` misses what ``gc.freeze()``
 moved to the permanent generation (the init freezes) and the tuples and dicts CPython stopped
