@@ -86,6 +86,32 @@ class ShuttingDownError(SiglipError):
     code = "server_shutting_down"
 
 
+class KeysUnavailableError(SiglipError):
+    """Raised when no API key may be used: the secret could not be read for longer than the
+    maximum staleness (or since the keys were dropped). Fails closed: 503, never open."""
+
+    code = "auth_unavailable"
+
+    def __init__(self, *, retry_after: int = 1) -> None:
+        super().__init__(
+            "The API keys cannot be checked right now (the key store is unreachable); retry "
+            "after the delay in the Retry-After header"
+        )
+        self.retry_after = retry_after
+
+
+class RequestTimeoutError(SiglipError):
+    """Raised when a request body arrives too slowly (`serve`: idle or total read timeout)."""
+
+    code = "request_timeout"
+
+
+class UnsupportedMediaTypeError(SiglipError):
+    """Raised when a request body is not declared ``Content-Type: application/json``."""
+
+    code = "unsupported_media_type"
+
+
 class InferenceError(SiglipError):
     """Raised when the model returns something that is not a valid vector (NaN, zero, shape)."""
 
