@@ -20,7 +20,8 @@ import os  # noqa: E402
 import warnings  # noqa: E402
 from typing import Any  # noqa: E402
 
-from .config import get_settings  # noqa: E402
+from .config import ENV_PREFIX, Settings, get_settings  # noqa: E402
+from .errors import ConfigError  # noqa: E402
 from .loading import ServiceLoad, start_loading  # noqa: E402
 
 
@@ -60,7 +61,18 @@ copy_config_to_registered_loggers(source_logger=logger, include={"siglip_text"})
 warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 
+def require_explicit_auth_mode(settings: Settings) -> None:
+    """The function never serves ``/v1`` to anyone by default: SIGLIP_AUTH_MODE must be set
+    (the template always sets it), ``none`` included."""
+    if "auth_mode" not in settings.model_fields_set:
+        raise ConfigError(
+            f"{ENV_PREFIX}AUTH_MODE is not set: the function does not start without an "
+            "explicit auth mode (api-key, or none behind IAM or your own network controls)"
+        )
+
+
 def _build_app() -> Any:
+    observer = PowertoolsObserver(metrics, logger)
     try:
         if isinstance(_init, Exception):
             raise _init
@@ -75,12 +87,15 @@ def _build_app() -> Any:
                     else None,
                 },
             )
+        require_explicit_auth_mode(settings)
         service = _init.result()
         authenticator = None
         if settings.auth_mode == "api-key":
             from .auth import build_authenticator
 
-            authenticator = build_authenticator(settings)
+            authenticator = build_authenticator(
+                settings, on_refresh_failed=observer.key_refresh_failed
+            )
     except Exception:
         _resume_collection(freeze=False)
         logger.exception("init failed: the function will not serve")
@@ -99,7 +114,7 @@ def _build_app() -> Any:
     return create_app(
         service,
         settings,
-        observer=PowertoolsObserver(metrics, logger),
+        observer=observer,
         authenticator=authenticator,
         offload_inference=False,  # one request per environment: no thread hop needed
     )
