@@ -158,7 +158,7 @@ class ApiKeyAuthenticator:
         with self._lock:
             self._raw, self._digests, self._read_at = None, (), None
             self._next_attempt = -math.inf
-        self.provider.clear_cache()
+        self.provider.clear_cache()  # type: ignore[no-untyped-call]
 
     def reload(self) -> int:
         """Read the keys now, failing closed: the number of keys, or KeysUnavailableError
@@ -261,9 +261,7 @@ def retry_delay(failures: int, cache_seconds: int) -> float:
     return float(min(delay, RETRY_MAX_SECONDS, max(cache_seconds, RETRY_BASE_SECONDS)))
 
 
-def default_provider(
-    *, connect_timeout: float = 2, read_timeout: float = 3
-) -> SecretsProvider:
+def default_provider(*, connect_timeout: float = 2, read_timeout: float = 3) -> SecretsProvider:
     """A Secrets Manager provider whose one read takes at most the two timeouts: one attempt
     per read, no retry (the authenticator schedules the next attempt itself)."""
     from aws_lambda_powertools.utilities.parameters import SecretsProvider

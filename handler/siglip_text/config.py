@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     max_concurrent_requests: int = Field(default=1, ge=1, le=1024)
     max_pending_requests: int = Field(default=32, ge=0, le=100_000)
     shutdown_grace_seconds: float = Field(default=15.0, ge=0, le=3600)
+    # `serve` only: a body must keep arriving (idle) and be complete (total) within these,
+    # else 408; past max_connections open connections uvicorn answers 503.
+    body_idle_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    body_total_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    max_connections: int = Field(default=128, ge=1, le=100_000)
 
     # Token-id inputs: "accept" embeds them as this model's ids; "reject" answers 400. Clients
     # that tokenize with tiktoken (LangChain's default) send ids of another vocabulary.

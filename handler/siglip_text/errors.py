@@ -44,6 +44,12 @@ class InvalidInputError(SiglipError):
     code = "invalid_input"
 
 
+class InvalidHostError(InvalidInputError):
+    """Raised when `serve`, bound to loopback, gets a ``Host`` that is not a loopback name."""
+
+    code = "invalid_host"
+
+
 class TokenIdInputsRejectedError(InvalidInputError):
     """Raised when a request sends token ids and the endpoint takes text only."""
 

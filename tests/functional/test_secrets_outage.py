@@ -73,9 +73,7 @@ def make(
         clock=clock,
         on_refresh_failed=(lambda: failures.append(1)) if failures is not None else None,
     )
-    app = create_app(
-        service, settings, authenticator=authenticator, offload_inference=background
-    )
+    app = create_app(service, settings, authenticator=authenticator, offload_inference=background)
     return TestClient(app), authenticator
 
 
