@@ -57,6 +57,8 @@ class Settings(BaseSettings):
     token_id_inputs: Literal["accept", "reject"] = "accept"
 
     cache_size: int = Field(default=0, ge=0, le=10_000_000)
+    # The cache's bound in bytes (keys, vectors, bookkeeping), whatever cache_size says.
+    cache_max_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
     log_inputs: bool = False
 
     auth_mode: Literal["none", "api-key"] = "none"

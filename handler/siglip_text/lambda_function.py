@@ -108,6 +108,7 @@ def _build_app() -> Any:
             "dimension": service.dimension,
             "intra_op_threads": settings.intra_op_threads(),
             "init": service.init_timings.as_dict(),
+            "runtime": service.describe()["runtime"],
             "auth_mode": settings.auth_mode,
         },
     )

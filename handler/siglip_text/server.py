@@ -110,6 +110,12 @@ def run(args: argparse.Namespace) -> int:
         args.host,
         args.port,
     )
+    logging.getLogger("siglip_text").info(
+        "runtime %s, %d ONNX Runtime thread(s), init %s",
+        service.describe()["runtime"],
+        service.intra_op_threads,
+        service.init_timings.as_dict(),
+    )
     config = uvicorn.Config(
         ingress,
         host=args.host,
