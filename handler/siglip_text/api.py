@@ -34,6 +34,7 @@ from .errors import (
     SiglipError,
     TokenIdInputsRejectedError,
     TooManyInputsError,
+    scrubbed,
 )
 from .http_errors import body_too_large, declares_more_than, error_answer, error_json
 from .schemas import (
@@ -103,6 +104,16 @@ def create_app(
 
     def error_response(exc: SiglipError) -> Response:
         answer = error_answer(exc)
+        if answer.status >= 500:
+            # The client gets a generic message: the cause is for the operator, here (never
+            # query text: the engine's messages name checks, not inputs).
+            logger.error(
+                "answered %d (%s): %s",
+                answer.status,
+                exc.code,
+                exc.message,
+                extra={"status": answer.status, "code": exc.code, "cause": exc.message},
+            )
         if observer is not None:
             observer.request_failed(status=answer.status, code=exc.code)
         return Response(
@@ -213,9 +224,11 @@ def create_app(
                 )
             except SiglipError:
                 raise
-            except Exception as exc:  # a bug or a runtime fault: log it, never echo it
-                logger.exception("unexpected error while embedding")
-                raise InferenceError("unexpected error") from exc
+            except Exception as exc:  # a bug or a runtime fault: never echoed to the client
+                raise InferenceError(
+                    f"unexpected error while embedding: {type(exc).__name__} at "
+                    f"{_where(exc)}: {scrubbed(str(exc))}"
+                ) from exc
             return content, result
 
         async with admission.slot():
@@ -332,6 +345,17 @@ def as_inputs(raw: str | list[str] | list[int] | list[list[int]]) -> Inputs:
     if isinstance(raw[0], int):
         return TokenIdInputs([raw])  # one token-id sequence
     return TokenIdInputs(raw)
+
+
+def _where(exc: BaseException) -> str:
+    """``file:line`` of the innermost frame of an exception (the traceback stays out of the
+    log: its last line repeats the message unscrubbed)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "?"
+    return f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
 
 
 def _routes(app: FastAPI) -> str:

@@ -6,12 +6,30 @@ to an HTTP status and an OpenAI error ``type``.
 
 from __future__ import annotations
 
+import re
+
 #: The usual source of token ids that are not this model's: LangChain's OpenAIEmbeddings
 #: tokenizes with tiktoken and sends those ids unless told not to.
 FOREIGN_TOKEN_IDS_HINT = (
     "ids must be this model's own, not tiktoken's; likely cause: LangChain's OpenAIEmbeddings "
     "without check_embedding_ctx_length=False (which sends the text)"
 )
+
+
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_NUMBER_AFTER_EQUALS = re.compile(r"=\s*-?\d+")
+
+
+def scrubbed(text: str, *, keep_quotes: bool = False, limit: int = 300) -> str:
+    """An exception's message fit for a log: its first line, short, with the numbers given
+    after ``=`` (ONNX Runtime's ``idx=<token id>``) and, unless ``keep_quotes``, every quoted
+    part (where messages copy their input) replaced."""
+    lines = text.strip().splitlines()
+    line = lines[0] if lines else ""
+    if not keep_quotes:
+        line = _QUOTED.sub("<quoted>", line)
+    line = _NUMBER_AFTER_EQUALS.sub("=<n>", line)
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 class SiglipError(Exception):
