@@ -242,7 +242,7 @@ def test_function_url_with_aws_iam_grants_nobody_and_requires_auth_mode_none() -
     assert stack.of_type("AWS::Lambda::Permission") == {}  # callers' own IAM policies grant
     # The template's rule refuses AWS_IAM with a Bearer key (SigV4 takes the Authorization
     # header): CloudFormation evaluates it before creating anything.
-    (rule,) = stack.cfn["Rules"].values()
+    rule = stack.cfn["Rules"]["SignedFunctionUrlLeavesAuthorizationToIam"]
     (assertion,) = rule["Assertions"]
 
     def refused(**overrides: str) -> bool:
