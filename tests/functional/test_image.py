@@ -363,7 +363,8 @@ def host_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert WHEELHOUSE.is_dir() and (LAMBDA_RUNTIME / "wheels").is_dir(), f"run {SETUP}"
     root = tmp_path_factory.mktemp("image")
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--only-binary=:all:"]
-    lock = ["--find-links", str(WHEELHOUSE), "--require-hashes", "--no-deps", "-r", str(REQUIREMENTS)]
+    lock = ["--find-links", str(WHEELHOUSE), "--require-hashes", "--no-deps"]
+    lock += ["-r", str(REQUIREMENTS)]
     runtime = ["--find-links", str(LAMBDA_RUNTIME / "wheels"), "awslambdaric"]
     for target, args in ((root / "var" / "task", lock), (root / "var" / "runtime", runtime)):
         done = subprocess.run(
