@@ -101,6 +101,8 @@ def create_app(
     )
     app.state.service = service
     app.state.admission = admission
+    # The key checker, if any: snapshot hooks reach it here (its forget() and reload()).
+    app.state.authenticator = authenticator
 
     def error_response(exc: SiglipError) -> Response:
         answer = error_answer(exc)

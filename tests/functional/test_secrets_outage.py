@@ -199,3 +199,10 @@ def test_forget_drops_every_key_and_reload_reads_them_again_failing_closed(
     secrets.relay.restore()
     assert authenticator.reload() == 1
     assert embed(client, KEY).status_code == 200
+
+
+def test_the_app_exposes_its_authenticator_for_snapshot_hooks(
+    service: EmbeddingService, demo_dir: Path, secrets: SecretsServer
+) -> None:
+    client, authenticator = make(service, demo_dir, secrets, Clock())
+    assert client.app.state.authenticator is authenticator  # type: ignore[attr-defined]
