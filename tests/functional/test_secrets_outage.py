@@ -22,6 +22,7 @@ from siglip_text.config import load_settings
 from siglip_text.errors import KeysUnavailableError
 from siglip_text.service import EmbeddingService
 
+from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.secrets import SecretsServer, secrets_server
 
@@ -206,3 +207,29 @@ def test_the_app_exposes_its_authenticator_for_snapshot_hooks(
 ) -> None:
     client, authenticator = make(service, demo_dir, secrets, Clock())
     assert client.app.state.authenticator is authenticator  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow  # one read of the hung endpoint: the default client's 3 s read timeout
+def test_the_lambda_handler_counts_a_failed_read_as_an_emf_metric(
+    demo_dir: Path, secrets: SecretsServer, capsys: Any
+) -> None:
+    # GIVEN the entry point deployed with api-key auth, its keys expired, Secrets Manager hung
+    with imported_lambda(
+        demo_dir, SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=secrets.arn
+    ) as entry:
+        clock = Clock()
+        authenticator = entry.app.state.authenticator
+        authenticator.clock = clock
+        authenticator.forget()
+        authenticator.reload()
+        secrets.relay.down()
+        clock.now += CACHE_SECONDS + 1
+        capsys.readouterr()
+        # WHEN a request with the key arrives
+        result = entry.handler(load_event("rest-embeddings-with-api-key.json"), LambdaContext())
+        output = capsys.readouterr().out
+    # THEN it is served with the held keys, and the failed read is in the invocation's EMF
+    assert result["statusCode"] == 200, result
+    assert "ApiKeyRefreshFailures" in output
+    assert "could not refresh the API key secret" in output
+    assert KEY not in output
