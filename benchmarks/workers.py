@@ -78,6 +78,7 @@ def timed(fn: Any, runs: int, warmup: int = 3) -> dict[str, float]:
 def worker_ort(args: argparse.Namespace) -> dict[str, Any]:
     """Init through the real Lambda entry point, then raw session.run vs the handler."""
     os.environ["SIGLIP_MODEL_DIR"] = args.bundle_dir
+    os.environ.setdefault("SIGLIP_AUTH_MODE", "none")
     os.environ["SIGLIP_ORT_INTRA_OP_THREADS"] = str(args.threads)
     os.environ["SIGLIP_ORT_ALLOW_SPINNING"] = args.allow_spinning
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")

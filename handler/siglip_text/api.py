@@ -5,7 +5,8 @@ written by `http_errors`, whose `ERRORS` is the one place where an error kind be
 status and an OpenAI error type.
 The request path: read the body (bounded), parse and validate it in one pass, check it
 against the served model (`validate_request` returns tagged inputs), take an admission slot,
-embed. Everything under ``/v1`` takes the API key (a router dependency); ``/health`` is open.
+embed. Everything under ``/v1`` takes the API key (a router dependency); ``/health`` is open
+and says only that the service is up and which model it serves.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .errors import (
     SiglipError,
     TokenIdInputsRejectedError,
     TooManyInputsError,
+    scrubbed,
 )
 from .http_errors import body_too_large, declares_more_than, error_answer, error_json
 from .schemas import (
@@ -99,9 +101,21 @@ def create_app(
     )
     app.state.service = service
     app.state.admission = admission
+    # The key checker, if any: snapshot hooks reach it here (its forget() and reload()).
+    app.state.authenticator = authenticator
 
     def error_response(exc: SiglipError) -> Response:
         answer = error_answer(exc)
+        if answer.status >= 500:
+            # The client gets a generic message: the cause is for the operator, here (never
+            # query text: the engine's messages name checks, not inputs).
+            logger.error(
+                "answered %d (%s): %s",
+                answer.status,
+                exc.code,
+                exc.message,
+                extra={"status": answer.status, "code": exc.code, "cause": exc.message},
+            )
         if observer is not None:
             observer.request_failed(status=answer.status, code=exc.code)
         return Response(
@@ -141,16 +155,15 @@ def create_app(
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
         return error_response(InvalidInputError("the request is not valid"))
 
-    @app.get("/health", summary="Model identity and runtime versions")
+    @app.get("/health", summary="Liveness and the served model's identity")
     async def health() -> dict[str, Any]:
-        described = service.describe()
+        # Open to anyone (probes): the model's identity only. Versions, threads and init
+        # timings are in the init log; cache counters in the metrics (CacheHits).
         return {
             "status": "ok",
-            **described,
-            "intra_op_threads": service.intra_op_threads,
-            "max_inputs_per_request": settings.max_inputs_per_request,
-            "init": service.init_timings.as_dict(),
-            "cache": service.cache_stats(),
+            "model": service.model_id,
+            "revision": service.revision,
+            "embedding_dimension": service.dimension,
         }
 
     async def require_key(request: Request) -> None:
@@ -193,8 +206,10 @@ def create_app(
     async def create_embeddings(request: Request) -> Response:
         started = time.perf_counter()
         body = await _read_body(request, settings.max_request_bytes)
-        parsed = parse_request(body)
-        inputs = validate_request(parsed, service, settings)
+        if offload_inference:  # serve: a pathological 6 MiB body takes a second to parse
+            parsed, inputs = await run_in_threadpool(_parse_and_validate, body, service, settings)
+        else:
+            parsed, inputs = _parse_and_validate(body, service, settings)
         encoding: EncodingFormat = parsed.encoding_format or "float"
         if settings.log_inputs:
             # In the message itself: `serve`'s plain log format drops `extra` fields.
@@ -211,9 +226,11 @@ def create_app(
                 )
             except SiglipError:
                 raise
-            except Exception as exc:  # a bug or a runtime fault: log it, never echo it
-                logger.exception("unexpected error while embedding")
-                raise InferenceError("unexpected error") from exc
+            except Exception as exc:  # a bug or a runtime fault: never echoed to the client
+                raise InferenceError(
+                    f"unexpected error while embedding: {type(exc).__name__} at "
+                    f"{_where(exc)}: {scrubbed(str(exc))}"
+                ) from exc
             return content, result
 
         async with admission.slot():
@@ -243,6 +260,13 @@ async def _read_body(request: Request, limit: int) -> bytes:
             raise body_too_large(limit)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _parse_and_validate(
+    body: bytes, service: EmbeddingService, settings: Settings
+) -> tuple[OpenAICompatEmbeddingRequest, Inputs]:
+    parsed = parse_request(body)
+    return parsed, validate_request(parsed, service, settings)
 
 
 def parse_request(body: bytes) -> OpenAICompatEmbeddingRequest:
@@ -323,6 +347,17 @@ def as_inputs(raw: str | list[str] | list[int] | list[list[int]]) -> Inputs:
     if isinstance(raw[0], int):
         return TokenIdInputs([raw])  # one token-id sequence
     return TokenIdInputs(raw)
+
+
+def _where(exc: BaseException) -> str:
+    """``file:line`` of the innermost frame of an exception (the traceback stays out of the
+    log: its last line repeats the message unscrubbed)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "?"
+    return f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
 
 
 def _routes(app: FastAPI) -> str:

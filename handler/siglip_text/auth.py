@@ -8,10 +8,13 @@ one of two forms:
   rotation can keep the old key working while clients move to the new one.
 
 Keys are at least 16 characters. The secret is read with Powertools Parameters
-(``SecretsProvider``, the provider behind ``parameters.get_secret``) and cached for
-``SIGLIP_API_KEY_CACHE_SECONDS``: one Secrets Manager call per execution environment per
-period, the first at init, so a missing secret or permission fails the start. When a later
-refresh fails, the keys already held stay valid and a warning is logged.
+(``SecretsProvider``, the provider behind ``parameters.get_secret``), first at init, so a
+missing secret or permission fails the start, then again once the keys held are
+``SIGLIP_API_KEY_CACHE_SECONDS`` old: one Secrets Manager call per execution environment per
+period. A failed read is one attempt (short timeouts, no retry), logged and counted; the next
+attempt waits (`retry_delay`), and the keys already held stay valid until they are
+``SIGLIP_API_KEY_MAX_STALENESS_SECONDS`` old. Past that, requests with a key get a 503 with
+``Retry-After`` until a read succeeds (docs/api.md, "During a Secrets Manager outage").
 
 A presented token is compared with every key in constant time (``hmac.compare_digest`` over
 SHA-256 digests, so neither content nor length leaks through timing). No key, and no token, is
@@ -24,10 +27,14 @@ import hashlib
 import hmac
 import json
 import logging
+import math
+import threading
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .config import ENV_PREFIX, Settings
-from .errors import AuthenticationError, ConfigError
+from .errors import AuthenticationError, ConfigError, KeysUnavailableError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.parameters import SecretsProvider
@@ -39,6 +46,10 @@ MISSING_KEY_MESSAGE = (
     "You didn't provide an API key. Send it in the header 'Authorization: Bearer <key>'."
 )
 WRONG_KEY_MESSAGE = "Incorrect API key provided."
+#: After a failed read of the secret the next attempt waits this long, doubling with each
+#: consecutive failure up to `RETRY_MAX_SECONDS` (and never past the cache period).
+RETRY_BASE_SECONDS = 5
+RETRY_MAX_SECONDS = 60
 
 
 class SecretFormatError(ValueError):
@@ -83,10 +94,29 @@ def _digest(value: str) -> bytes:
 
 
 class ApiKeyAuthenticator:
-    """Checks Bearer tokens against the keys of one secret, fetched through a cached provider."""
+    """Checks Bearer tokens against the keys of one secret, read on its own schedule.
+
+    The keys are read again once they are ``cache_seconds`` old. A failed read leaves the
+    keys held as they were and schedules the next attempt (`retry_delay`: at most one
+    attempt per interval, however many requests arrive); held keys stay valid until they are
+    ``max_staleness_seconds`` old, then every request gets a 503 (`KeysUnavailableError`,
+    with ``Retry-After``) until a read succeeds: never open, never a 500.
+
+    ``background``: the read runs in a thread of its own and no request waits for it
+    (`serve`). Otherwise (Lambda, whose environment is frozen between invocations) the
+    request that finds the keys due makes the one attempt, bounded by the client's timeouts.
+    """
 
     def __init__(
-        self, secret_id: str, *, cache_seconds: int, provider: SecretsProvider | None = None
+        self,
+        secret_id: str,
+        *,
+        cache_seconds: int,
+        max_staleness_seconds: int | None = None,
+        provider: SecretsProvider | None = None,
+        background: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        on_refresh_failed: Callable[[], None] | None = None,
     ) -> None:
         # botocore logs every response body at DEBUG, and GetSecretValue's body is the secret:
         # keep that logger at INFO even when the function runs with a DEBUG log level.
@@ -95,14 +125,25 @@ class ApiKeyAuthenticator:
             provider = default_provider()
         self.secret_id = secret_id
         self.cache_seconds = cache_seconds
+        self.max_staleness_seconds = max(
+            cache_seconds, max_staleness_seconds if max_staleness_seconds is not None else 0
+        )
         self.provider = provider
+        self.background = background
+        self.clock = clock
+        self.on_refresh_failed = on_refresh_failed
+        self.refresh_failures = 0  # consecutive failed reads (0 once a read succeeds)
+        self._lock = threading.Lock()
         self._raw: Any = None
         self._digests: tuple[bytes, ...] = ()
+        self._read_at: float | None = None  # clock() when the held keys were read
+        self._next_attempt = -math.inf  # no read is attempted before this clock() time
+        self._reading = False
 
     def load(self) -> int:
-        """Fetch and parse the secret now (init); ConfigError if it cannot be used."""
+        """Read and parse the secret now (init); ConfigError if it cannot be used."""
         try:
-            self._refresh()
+            self._read()
         except Exception as exc:
             raise ConfigError(
                 f"{ENV_PREFIX}API_KEY_SECRET_ARN: the API key secret cannot be used: "
@@ -110,46 +151,103 @@ class ApiKeyAuthenticator:
             ) from None
         return len(self._digests)
 
-    def _refresh(self) -> None:
-        raw = self.provider.get(self.secret_id, max_age=self.cache_seconds)
-        if raw is self._raw and self._digests:
-            return
-        if not isinstance(raw, str | bytes):
-            raise SecretFormatError("the secret value must be a string")
-        digests = tuple(_digest(key) for key in parse_keys(raw))
-        if self._digests and set(digests) != set(self._digests):
-            logger.info("API keys changed", extra={"api_keys": len(digests)})
-        self._raw, self._digests = raw, digests
-
-    def digests(self) -> tuple[bytes, ...]:
-        """Digests of the valid keys: from the provider's cache, refreshed once it expires."""
-        try:
-            self._refresh()
-        except Exception as exc:
-            if not self._digests:
-                raise ConfigError("the API key secret cannot be read") from None
-            logger.warning(
-                "could not refresh the API key secret; the keys already held stay valid",
-                extra={"error": _describe(exc)},
-            )
-        return self._digests
-
-    # --- SnapStart (snapstart.py): drop every secret before a snapshot, read again after -----
-
     def forget(self) -> None:
-        """Drop the keys, their digests and the provider's cached secret, and close the
-        provider's connections (a restored process must not reuse one opened before)."""
-        self._raw, self._digests = None, ()
+        """Drop every secret this process holds: the keys, their digests and the provider's
+        cache. Until a read succeeds (`reload`, or the next request's attempt), requests
+        with a key get a 503, never an open door."""
+        with self._lock:
+            self._raw, self._digests, self._read_at = None, (), None
+            self._next_attempt = -math.inf
         self.provider.clear_cache()  # type: ignore[no-untyped-call]
+        # A process restored from a snapshot must not reuse a connection opened before it.
         client = getattr(self.provider, "client", None)
         if client is not None:
             client.close()
 
     def reload(self) -> int:
-        """Read the secret again, bypassing every cache; ConfigError (fail closed) if it
-        cannot be used, as at init."""
+        """Read the keys now, failing closed: the number of keys, or KeysUnavailableError
+        (nothing is held then, and requests get 503 until a later read succeeds)."""
         self.forget()
-        return self.load()
+        if not self._attempt():
+            raise KeysUnavailableError(retry_after=self._retry_after(self.clock()))
+        return len(self._digests)
+
+    def _read(self) -> None:
+        # Our own schedule decides when to read: bypass Powertools' cache (force_fetch).
+        raw = self.provider.get(self.secret_id, force_fetch=True)
+        if not isinstance(raw, str | bytes):
+            raise SecretFormatError("the secret value must be a string")
+        digests = tuple(_digest(key) for key in parse_keys(raw))
+        with self._lock:
+            if self._digests and set(digests) != set(self._digests):
+                logger.info("API keys changed", extra={"api_keys": len(digests)})
+            self._raw, self._digests, self._read_at = raw, digests, self.clock()
+            self._next_attempt = -math.inf
+            self._reading = False
+            self.refresh_failures = 0
+
+    def _attempt(self) -> bool:
+        """One read of the secret; on failure, log, count and schedule the next attempt."""
+        try:
+            self._read()
+        except Exception as exc:
+            with self._lock:
+                self._reading = False
+                self.refresh_failures += 1
+                now = self.clock()
+                self._next_attempt = now + retry_delay(self.refresh_failures, self.cache_seconds)
+                fresh = self._fresh(now)
+                failures, wait = self.refresh_failures, self._next_attempt - now
+            message = (
+                "could not refresh the API key secret; the keys already held stay valid"
+                if fresh
+                else "could not read the API key secret and no usable key is held: "
+                "requests with a key get 503 until a read succeeds"
+            )
+            (logger.warning if fresh else logger.error)(
+                message,
+                extra={
+                    "error": _describe(exc),
+                    "consecutive_failures": failures,
+                    "next_attempt_s": round(wait, 1),
+                },
+            )
+            if self.on_refresh_failed is not None:
+                self.on_refresh_failed()
+            return False
+        return True
+
+    def _fresh(self, now: float) -> bool:
+        return (
+            bool(self._digests)
+            and self._read_at is not None
+            and now - self._read_at <= self.max_staleness_seconds
+        )
+
+    def _retry_after(self, now: float) -> int:
+        return max(1, math.ceil(self._next_attempt - now))
+
+    def digests(self) -> tuple[bytes, ...]:
+        """Digests of the valid keys; KeysUnavailableError (503) when none may be used."""
+        now = self.clock()
+        with self._lock:
+            due = self._read_at is None or now - self._read_at >= self.cache_seconds
+            start = due and not self._reading and now >= self._next_attempt
+            if start:
+                self._reading = True
+        if start:
+            if self.background:
+                threading.Thread(
+                    target=self._attempt, name="siglip-api-key-refresh", daemon=True
+                ).start()
+            else:
+                self._attempt()
+            now = self.clock()
+        with self._lock:
+            if self._fresh(now):
+                return self._digests
+            retry_after = self._retry_after(now)
+        raise KeysUnavailableError(retry_after=retry_after)
 
     def __call__(self, authorization: str | None) -> None:
         presented = _digest(bearer_token(authorization))
@@ -160,19 +258,34 @@ class ApiKeyAuthenticator:
             raise AuthenticationError(WRONG_KEY_MESSAGE)
 
 
-def default_provider() -> SecretsProvider:
-    """A Secrets Manager provider with short timeouts, so a slow refresh cannot stall requests."""
+def retry_delay(failures: int, cache_seconds: int) -> float:
+    """Seconds before the next read after ``failures`` consecutive failed ones: doubling from
+    `RETRY_BASE_SECONDS`, at most `RETRY_MAX_SECONDS` and at most the cache period."""
+    delay = RETRY_BASE_SECONDS * 2 ** min(failures - 1, 16)
+    return float(min(delay, RETRY_MAX_SECONDS, max(cache_seconds, RETRY_BASE_SECONDS)))
+
+
+def default_provider(*, connect_timeout: float = 2, read_timeout: float = 3) -> SecretsProvider:
+    """A Secrets Manager provider whose one read takes at most the two timeouts: one attempt
+    per read, no retry (the authenticator schedules the next attempt itself)."""
     from aws_lambda_powertools.utilities.parameters import SecretsProvider
     from botocore.config import Config
 
     config = Config(
-        connect_timeout=2, read_timeout=3, retries={"max_attempts": 3, "mode": "standard"}
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        retries={"total_max_attempts": 1, "mode": "standard"},
     )
     return SecretsProvider(config=config)
 
 
 def build_authenticator(
-    settings: Settings, *, provider: SecretsProvider | None = None
+    settings: Settings,
+    *,
+    provider: SecretsProvider | None = None,
+    background: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+    on_refresh_failed: Callable[[], None] | None = None,
 ) -> ApiKeyAuthenticator:
     """The authenticator for ``auth_mode == "api-key"``, its keys loaded (ConfigError if not)."""
     if not settings.api_key_secret_arn:
@@ -183,7 +296,11 @@ def build_authenticator(
     authenticator = ApiKeyAuthenticator(
         settings.api_key_secret_arn,
         cache_seconds=settings.api_key_cache_seconds,
+        max_staleness_seconds=settings.api_key_max_staleness_seconds,
         provider=provider,
+        background=background,
+        clock=clock,
+        on_refresh_failed=on_refresh_failed,
     )
     keys = authenticator.load()
     logger.info("API key authentication on", extra={"api_keys": keys})

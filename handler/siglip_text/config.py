@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .bundle import MANIFEST_FILE, ONNX_FILE, TOKENIZER_FILE, BundlePaths
@@ -46,17 +46,36 @@ class Settings(BaseSettings):
     max_concurrent_requests: int = Field(default=1, ge=1, le=1024)
     max_pending_requests: int = Field(default=32, ge=0, le=100_000)
     shutdown_grace_seconds: float = Field(default=15.0, ge=0, le=3600)
+    # `serve` only: a body must keep arriving (idle) and be complete (total) within these,
+    # else 408; past max_connections open connections uvicorn answers 503.
+    body_idle_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    body_total_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    max_connections: int = Field(default=128, ge=1, le=100_000)
 
     # Token-id inputs: "accept" embeds them as this model's ids; "reject" answers 400. Clients
     # that tokenize with tiktoken (LangChain's default) send ids of another vocabulary.
     token_id_inputs: Literal["accept", "reject"] = "accept"
 
     cache_size: int = Field(default=0, ge=0, le=10_000_000)
+    # The cache's bound in bytes (keys, vectors, bookkeeping), whatever cache_size says.
+    cache_max_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
     log_inputs: bool = False
 
     auth_mode: Literal["none", "api-key"] = "none"
     api_key_secret_arn: str | None = None
-    api_key_cache_seconds: int = Field(default=300, ge=0)
+    # Bounded: 0 would mean one Secrets Manager call per request. The staleness bound is how
+    # long a revoked key may still pass while Secrets Manager cannot be read (auth.py).
+    api_key_cache_seconds: int = Field(default=300, ge=10, le=3600)
+    api_key_max_staleness_seconds: int = Field(default=900, ge=10, le=86400)
+
+    @model_validator(mode="after")
+    def _staleness_covers_the_cache(self) -> Settings:
+        if self.api_key_max_staleness_seconds < self.api_key_cache_seconds:
+            raise ValueError(
+                f"{ENV_PREFIX}API_KEY_MAX_STALENESS_SECONDS must be at least "
+                f"{ENV_PREFIX}API_KEY_CACHE_SECONDS"
+            )
+        return self
 
     @field_validator("model_dir", "model_manifest_path", "onnx_model_path", "tokenizer_path")
     @classmethod
@@ -95,7 +114,10 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as exc:
         problems = []
         for err in exc.errors(include_url=False, include_input=False):
-            field = str(err["loc"][0]) if err["loc"] else "?"
+            if not err["loc"]:  # a check across fields names them in its message
+                problems.append(str(err["msg"]).removeprefix("Value error, "))
+                continue
+            field = str(err["loc"][0])
             problems.append(f"{ENV_PREFIX}{field.upper()}: {err['msg']}")
         raise ConfigError("invalid settings: " + "; ".join(problems)) from None
 

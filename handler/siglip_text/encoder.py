@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from .errors import InferenceError, ModelLoadError
+from .errors import InferenceError, ModelLoadError, scrubbed
 
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
@@ -135,7 +135,11 @@ class OnnxEncoder:
         try:
             (raw,) = self.session.run([self.output_name], feeds)
         except Exception as exc:
-            raise InferenceError(f"ONNX Runtime failed: {type(exc).__name__}") from exc
+            # Its message names the node and the check that failed (node names are quoted:
+            # kept); token ids it quotes are hidden. Logged by the app, never answered.
+            raise InferenceError(
+                f"ONNX Runtime failed: {type(exc).__name__}: {scrubbed(str(exc), keep_quotes=True)}"
+            ) from exc
         return l2_normalize(np.asarray(raw), rows=ids.shape[0], dimension=self.dimension)
 
 

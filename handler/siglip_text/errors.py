@@ -6,12 +6,30 @@ to an HTTP status and an OpenAI error ``type``.
 
 from __future__ import annotations
 
+import re
+
 #: The usual source of token ids that are not this model's: LangChain's OpenAIEmbeddings
 #: tokenizes with tiktoken and sends those ids unless told not to.
 FOREIGN_TOKEN_IDS_HINT = (
     "ids must be this model's own, not tiktoken's; likely cause: LangChain's OpenAIEmbeddings "
     "without check_embedding_ctx_length=False (which sends the text)"
 )
+
+
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_NUMBER_AFTER_EQUALS = re.compile(r"=\s*-?\d+")
+
+
+def scrubbed(text: str, *, keep_quotes: bool = False, limit: int = 300) -> str:
+    """An exception's message fit for a log: its first line, short, with the numbers given
+    after ``=`` (ONNX Runtime's ``idx=<token id>``) and, unless ``keep_quotes``, every quoted
+    part (where messages copy their input) replaced."""
+    lines = text.strip().splitlines()
+    line = lines[0] if lines else ""
+    if not keep_quotes:
+        line = _QUOTED.sub("<quoted>", line)
+    line = _NUMBER_AFTER_EQUALS.sub("=<n>", line)
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 class SiglipError(Exception):
@@ -42,6 +60,12 @@ class InvalidInputError(SiglipError):
     """Raised when a request is malformed or an input is outside the model's contract."""
 
     code = "invalid_input"
+
+
+class InvalidHostError(InvalidInputError):
+    """Raised when `serve`, bound to loopback, gets a ``Host`` that is not a loopback name."""
+
+    code = "invalid_host"
 
 
 class TokenIdInputsRejectedError(InvalidInputError):
@@ -84,6 +108,32 @@ class ShuttingDownError(SiglipError):
     """Raised when `serve` stops and its shutdown grace period ran out before a request ran."""
 
     code = "server_shutting_down"
+
+
+class KeysUnavailableError(SiglipError):
+    """Raised when no API key may be used: the secret could not be read for longer than the
+    maximum staleness (or since the keys were dropped). Fails closed: 503, never open."""
+
+    code = "auth_unavailable"
+
+    def __init__(self, *, retry_after: int = 1) -> None:
+        super().__init__(
+            "The API keys cannot be checked right now (the key store is unreachable); retry "
+            "after the delay in the Retry-After header"
+        )
+        self.retry_after = retry_after
+
+
+class RequestTimeoutError(SiglipError):
+    """Raised when a request body arrives too slowly (`serve`: idle or total read timeout)."""
+
+    code = "request_timeout"
+
+
+class UnsupportedMediaTypeError(SiglipError):
+    """Raised when a request body is not declared ``Content-Type: application/json``."""
+
+    code = "unsupported_media_type"
 
 
 class InferenceError(SiglipError):

@@ -16,13 +16,16 @@ from .errors import (
     ConfigError,
     InferenceError,
     InvalidInputError,
+    KeysUnavailableError,
     ModelLoadError,
     ModelNotFoundError,
     OverloadedError,
     PayloadTooLargeError,
+    RequestTimeoutError,
     ShuttingDownError,
     SiglipError,
     TooManyInputsError,
+    UnsupportedMediaTypeError,
 )
 from .schemas import error_body
 
@@ -31,10 +34,13 @@ ERRORS: dict[type[SiglipError], tuple[int, str]] = {
     InvalidInputError: (400, "invalid_request_error"),
     AuthenticationError: (401, "invalid_request_error"),
     ModelNotFoundError: (404, "invalid_request_error"),
+    RequestTimeoutError: (408, "invalid_request_error"),
     PayloadTooLargeError: (413, "invalid_request_error"),
     TooManyInputsError: (413, "invalid_request_error"),
+    UnsupportedMediaTypeError: (415, "invalid_request_error"),
     OverloadedError: (429, "rate_limit_error"),
     ShuttingDownError: (503, "server_error"),
+    KeysUnavailableError: (503, "server_error"),
     InferenceError: (500, "server_error"),
     ModelLoadError: (500, "server_error"),
     ConfigError: (500, "server_error"),
@@ -68,19 +74,22 @@ def error_answer(exc: SiglipError) -> ErrorAnswer:
     """The answer to an error: a 500 says only `INTERNAL_ERROR_MESSAGE`."""
     status, error_type = status_for(exc)
     message = INTERNAL_ERROR_MESSAGE if status == 500 else exc.message
+    retry_after = getattr(exc, "retry_after", None)
     return ErrorAnswer(
         status,
-        headers_for(status),
+        headers_for(status, retry_after=retry_after),
         error_json(message, type=error_type, param=exc.param, code=exc.code),
     )
 
 
-def headers_for(status: int) -> dict[str, str]:
+def headers_for(status: int, *, retry_after: int | None = None) -> dict[str, str]:
     """The headers an error status calls for: the auth scheme, or when to retry."""
     if status == 401:
         return {"WWW-Authenticate": "Bearer"}
     if status in (429, 503):
-        return {"Retry-After": RETRY_AFTER_SECONDS}
+        return {"Retry-After": str(retry_after) if retry_after else RETRY_AFTER_SECONDS}
+    if status == 408:
+        return {"Connection": "close"}
     return {}
 
 

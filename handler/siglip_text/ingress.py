@@ -1,14 +1,21 @@
 """`siglip-text serve`'s ASGI layer below the app: admission before the body, bounded bodies,
 answers that reach every client, and the shutdown grace period.
 
+When bound to loopback, a request whose ``Host`` is not a loopback name gets a 400 (a web
+page that rebinds its DNS name to 127.0.0.1 cannot read the answers).
+
 For each request that carries a body (a ``Content-Length`` above 0 or ``Transfer-Encoding``):
 
-1. a declared length over the limit is a 413 at once;
-2. it takes one of ``in_flight + pending`` admissions, or gets its 429, before one byte of
+1. under ``/v1``, a body that is not ``Content-Type: application/json`` is a 415, and the
+   ``Authorization`` header is checked (401, or 503 while no key can be checked), before
+   anything is admitted or read: a client without a key never holds a place;
+2. a declared length over the limit is a 413 at once;
+3. it takes one of ``in_flight + pending`` admissions, or gets its 429, before one byte of
    its body is read, so at most that many bodies are ever held, whatever the clients send;
-3. it reads the body, counting (a streamed body over the limit is a 413), then waits for one
-   of ``in_flight`` running slots and hands the body to the app, which parses and serves it
-   within that slot.
+4. it reads the body, counting (a streamed body over the limit is a 413), within an idle
+   and a total timeout (408: a client that trickles its body gives its admission back), then
+   waits for one of ``in_flight`` running slots and hands the body to the app, which parses
+   and serves it within that slot.
 
 Requests without a body (``/health``, ``/v1/models``) pass straight through: they cost
 nothing and must answer while the server is saturated.
@@ -31,11 +38,19 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .admission import Admission
-from .errors import OverloadedError, PayloadTooLargeError, ShuttingDownError, SiglipError
+from .errors import (
+    InvalidHostError,
+    OverloadedError,
+    PayloadTooLargeError,
+    RequestTimeoutError,
+    ShuttingDownError,
+    SiglipError,
+    UnsupportedMediaTypeError,
+)
 from .http_errors import body_too_large, declares_more_than, error_answer, status_for
 
 Scope = MutableMapping[str, Any]
@@ -50,6 +65,13 @@ DRAIN_MAX_BYTES = 64 * 1024 * 1024
 DRAIN_MAX_SECONDS = 10.0
 #: A client that sends nothing for this long has stopped sending (``Expect: 100-continue``).
 DRAIN_IDLE_SECONDS = 2.0
+
+#: When admission is full, a body that has been arriving for this long, at less than this
+#: rate, is cut (408) to make room for the newcomer: a client trickling its body.
+SLOW_READER_SECONDS = 1.0
+SLOW_READER_BYTES_PER_SECOND = 16 * 1024
+#: The names a server bound to loopback answers to (any port).
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 logger = logging.getLogger("siglip_text.ingress")
 
@@ -69,6 +91,10 @@ class _Exchange:
     started: bool = False  # a response has started
     cut_answer: asyncio.Task[None] | None = None  # the 503 of the end of the grace period
     window: asyncio.Timeout | None = None  # the shutdown deadline, while reading or waiting
+    reading_since: float | None = None  # loop time its body read began, while it lasts
+    received: int = 0  # bytes of its body read so far
+    evict: asyncio.Timeout | None = None  # cuts the body read short (`_evict_a_slow_reader`)
+    released: asyncio.Event = field(default_factory=asyncio.Event)  # its admission is back
 
     @property
     def cut(self) -> bool:
@@ -86,18 +112,37 @@ class Ingress:
         admission: Admission,
         max_body_bytes: int,
         observer: FailureObserver | None = None,
+        authenticate: Callable[[str | None], None] | None = None,
+        body_idle_seconds: float = 10.0,
+        body_total_seconds: float = 60.0,
+        allowed_hosts: frozenset[str] | None = None,
     ) -> None:
         self.app = app
         self.admission = admission
         self.max_body_bytes = max_body_bytes
         self.observer = observer
+        # Must not block: serve's authenticator reads the secret in a thread of its own.
+        self.authenticate = authenticate
+        self.body_idle_seconds = body_idle_seconds
+        self.body_total_seconds = body_total_seconds
+        self.allowed_hosts = allowed_hosts
         self._active: set[_Exchange] = set()
         self._deadline: float | None = None
         self._expired = False
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not (self._expired or _has_body(scope)):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.allowed_hosts is not None and not _host_allowed(scope, self.allowed_hosts):
+            error = InvalidHostError(
+                "the Host header names another server: this one, bound to loopback, answers "
+                "to localhost, 127.0.0.1 and [::1] only"
+            )
+            await self._refuse(_Exchange(send), scope, receive, error, body_left=_has_body(scope))
+            return
+        if not (self._expired or _has_body(scope)):
             await self.app(scope, receive, send)
             return
         exchange = _Exchange(send)
@@ -111,6 +156,12 @@ class Ingress:
         if self._expired:
             await self._refuse(exchange, scope, receive, _shutting_down(), body_left=True)
             return
+        if str(scope.get("path", "")).startswith("/v1/"):
+            try:
+                self._check_before_admission(scope)
+            except SiglipError as refused:
+                await self._refuse(exchange, scope, receive, refused, body_left=True)
+                return
         if declares_more_than(_header(scope, b"content-length"), self.max_body_bytes):
             await self._refuse(exchange, scope, receive, self._too_large(), body_left=True)
             return
@@ -118,15 +169,29 @@ class Ingress:
         try:
             admitted.enter_context(self.admission.admit())
         except OverloadedError as refused:
-            await self._refuse(exchange, scope, receive, refused, body_left=True)
-            return
+            if not await self._evict_a_slow_reader():
+                await self._refuse(exchange, scope, receive, refused, body_left=True)
+                return
+            try:
+                admitted.enter_context(self.admission.admit())
+            except OverloadedError as still:
+                await self._refuse(exchange, scope, receive, still, body_left=True)
+                return
+        try:
+            await self._admitted(exchange, scope, receive, admitted)
+        finally:
+            exchange.released.set()
+
+    async def _admitted(
+        self, exchange: _Exchange, scope: Scope, receive: Receive, admitted: contextlib.ExitStack
+    ) -> None:
         with admitted:
             async with contextlib.AsyncExitStack() as running:
                 body_left = True
                 try:
                     async with asyncio.timeout_at(self._deadline) as window:
                         exchange.window = window
-                        body = await self._read_body(receive)
+                        body = await self._read_evictable(exchange, receive)
                         body_left = False
                         if body is None:  # the client went away
                             return
@@ -134,6 +199,10 @@ class Ingress:
                 except (PayloadTooLargeError, TimeoutError) as refused:
                     error = refused if isinstance(refused, SiglipError) else _shutting_down()
                     await self._refuse(exchange, scope, receive, error, body_left=body_left)
+                    return
+                except RequestTimeoutError as slow:
+                    # Not drained: a client this slow would hold the connection again.
+                    await self._refuse(exchange, scope, receive, slow, body_left=False)
                     return
                 finally:
                     exchange.window = None
@@ -146,16 +215,80 @@ class Ingress:
                     if exchange.cut_answer is not None:
                         await asyncio.shield(exchange.cut_answer)
 
-    async def _read_body(self, receive: Receive) -> bytes | None:
-        """The whole body, or None if the client disconnected; 413 once past the limit."""
+    async def _read_evictable(self, exchange: _Exchange, receive: Receive) -> bytes | None:
+        """`_read_body`, cut short (408) if a newcomer finds the server full (`_evict...`)."""
+        exchange.reading_since = asyncio.get_running_loop().time()
+        try:
+            async with asyncio.timeout(None) as evict:
+                exchange.evict = evict
+                return await self._read_body(receive, exchange)
+        except TimeoutError:
+            raise RequestTimeoutError(
+                "the request body was arriving too slowly while the server was full; send it "
+                "at once"
+            ) from None
+        finally:
+            exchange.reading_since = exchange.evict = None
+
+    async def _evict_a_slow_reader(self) -> bool:
+        """Admission is full: cut the upload that has been arriving longest, if it has for
+        `SLOW_READER_SECONDS`, and wait for its place. Clients that trickle their bodies
+        thus never keep a prompt one out (an ordinary body arrives in milliseconds)."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        readers = [
+            ex
+            for ex in self._active
+            if ex.evict is not None
+            and ex.reading_since is not None
+            and now - ex.reading_since >= SLOW_READER_SECONDS
+            and ex.received < SLOW_READER_BYTES_PER_SECOND * (now - ex.reading_since)
+        ]
+        if not readers:
+            return False
+        victim = min(readers, key=lambda ex: ex.reading_since or now)
+        assert victim.evict is not None
+        victim.evict.reschedule(now)
+        victim.reading_since = None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(victim.released.wait(), 1.0)
+        return True
+
+    def _check_before_admission(self, scope: Scope) -> None:
+        """415 unless the body is JSON; the key (401, or 503 while none can be checked)."""
+        media_type = (_header(scope, b"content-type") or b"").split(b";")[0].strip().lower()
+        if media_type != b"application/json":
+            raise UnsupportedMediaTypeError(
+                "the request body must be JSON, sent with 'Content-Type: application/json'"
+            )
+        if self.authenticate is not None:
+            authorization = _header(scope, b"authorization")
+            self.authenticate(authorization.decode("latin-1") if authorization else None)
+
+    async def _read_body(self, receive: Receive, exchange: _Exchange | None = None) -> bytes | None:
+        """The whole body, or None if the client disconnected; 413 once past the limit, 408
+        when the client sends nothing for the idle timeout or is not done by the total one."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.body_total_seconds
         chunks: list[bytes] = []
         size = 0
         while True:
-            message = await receive()
+            left = deadline - loop.time()
+            wait = min(self.body_idle_seconds, left)
+            try:
+                message = await asyncio.wait_for(receive(), max(wait, 0.0))
+            except TimeoutError:
+                which = "sent nothing for" if wait < left else "was not complete after"
+                seconds = self.body_idle_seconds if wait < left else self.body_total_seconds
+                raise RequestTimeoutError(
+                    f"the request body {which} {seconds:g} seconds; send it at once"
+                ) from None
             if message["type"] != "http.request":
                 return None
             chunk = message.get("body", b"")
             size += len(chunk)
+            if exchange is not None:
+                exchange.received = size
             if size > self.max_body_bytes:
                 raise self._too_large()
             if chunk:
@@ -306,6 +439,17 @@ def _has_body(scope: Scope) -> bool:
         return True
     value = _header(scope, b"content-length")
     return value is not None and value.lstrip(b"0") != b""
+
+
+def _host_allowed(scope: Scope, allowed: frozenset[str]) -> bool:
+    """Whether the ``Host`` header names one of ``allowed`` (any port); none sent is allowed."""
+    host = _header(scope, b"host")
+    if host is None:
+        return True
+    name = host.decode("latin-1").strip().lower()
+    bracketed = name.startswith("[")  # an IPv6 literal, its port after the bracket
+    name = name[: name.find("]") + 1] if bracketed else name.rsplit(":", 1)[0]
+    return name in allowed
 
 
 def _expects_continue(scope: Scope) -> bool:

@@ -20,7 +20,8 @@ import os  # noqa: E402
 import warnings  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
-from .config import get_settings  # noqa: E402
+from .config import ENV_PREFIX, Settings, get_settings  # noqa: E402
+from .errors import ConfigError  # noqa: E402
 from .loading import ServiceLoad, start_loading  # noqa: E402
 
 if TYPE_CHECKING:
@@ -63,7 +64,18 @@ copy_config_to_registered_loggers(source_logger=logger, include={"siglip_text"})
 warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 
+def require_explicit_auth_mode(settings: Settings) -> None:
+    """The function never serves ``/v1`` to anyone by default: SIGLIP_AUTH_MODE must be set
+    (the template always sets it), ``none`` included."""
+    if "auth_mode" not in settings.model_fields_set:
+        raise ConfigError(
+            f"{ENV_PREFIX}AUTH_MODE is not set: the function does not start without an "
+            "explicit auth mode (api-key, or none behind IAM or your own network controls)"
+        )
+
+
 def _build_app() -> Any:
+    observer = PowertoolsObserver(metrics, logger)
     try:
         if isinstance(_init, Exception):
             raise _init
@@ -78,12 +90,15 @@ def _build_app() -> Any:
                     else None,
                 },
             )
+        require_explicit_auth_mode(settings)
         service = _init.result()
         authenticator = None
         if settings.auth_mode == "api-key":
             from .auth import build_authenticator
 
-            authenticator = build_authenticator(settings)
+            authenticator = build_authenticator(
+                settings, on_refresh_failed=observer.key_refresh_failed
+            )
     except Exception:
         _resume_collection(freeze=False)
         logger.exception("init failed: the function will not serve")
@@ -96,18 +111,17 @@ def _build_app() -> Any:
             "dimension": service.dimension,
             "intra_op_threads": settings.intra_op_threads(),
             "init": service.init_timings.as_dict(),
+            "runtime": service.describe()["runtime"],
             "auth_mode": settings.auth_mode,
         },
     )
-    built = create_app(
+    return create_app(
         service,
         settings,
-        observer=PowertoolsObserver(metrics, logger),
+        observer=observer,
         authenticator=authenticator,
         offload_inference=False,  # one request per environment: no thread hop needed
     )
-    built.state.authenticator = authenticator  # the SnapStart hooks drop and reload its keys
-    return built
 
 
 app = _build_app()

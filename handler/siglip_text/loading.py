@@ -58,6 +58,7 @@ def start_loading(settings: Settings) -> ServiceLoad:
         session_config(settings, manifest),
         output_name=settings.onnx_output_name,
         cache_size=settings.cache_size,
+        cache_max_bytes=settings.cache_max_bytes,
         started=started,
     )
     load.memory_warning = memory_warning
@@ -104,6 +105,7 @@ class ServiceLoad:
         *,
         output_name: str = "text_embeds",
         cache_size: int = 0,
+        cache_max_bytes: int = 64 * 1024 * 1024,
         started: float | None = None,
         self_check: bool = True,
     ) -> None:
@@ -111,6 +113,7 @@ class ServiceLoad:
         self.self_check = self_check
         self.paths = paths
         self.cache_size = cache_size
+        self.cache_max_bytes = cache_max_bytes
         #: sizing.check_function_memory's warning, for the Lambda entry point to log.
         self.memory_warning: str | None = None
         self.timings = InitTimings()
@@ -159,7 +162,12 @@ class ServiceLoad:
             encoder = self._encoder.result()
             timings.session_wait_s = time.perf_counter() - waited
         service = EmbeddingService(
-            self.manifest, tokenizer, encoder, cache_size=self.cache_size, init_timings=timings
+            self.manifest,
+            tokenizer,
+            encoder,
+            cache_size=self.cache_size,
+            cache_max_bytes=self.cache_max_bytes,
+            init_timings=timings,
         )
         began = time.perf_counter()
         if self.self_check:

@@ -27,6 +27,9 @@ class LoggingObserver:
         level = logging.WARNING if status >= 500 else logging.DEBUG
         self.logger.log(level, "request failed status=%d code=%s", status, code)
 
+    def key_refresh_failed(self) -> None:
+        """auth.py has logged the failed read of the key secret (cause and next attempt)."""
+
 
 class PowertoolsObserver:
     """For Lambda: EMF metrics through Powertools Metrics, structured logs through Logger."""
@@ -61,3 +64,10 @@ class PowertoolsObserver:
             self.metrics.add_metric(name="Throttled", unit=MetricUnit.Count, value=1)
         log = self.logger.warning if status >= 500 else self.logger.info
         log("request failed", extra={"status": status, "code": code})
+
+    def key_refresh_failed(self) -> None:
+        """One failed read of the API key secret (auth.py logs its cause): an EMF metric to
+        alarm on, flushed with the invocation's other metrics."""
+        from aws_lambda_powertools.metrics import MetricUnit
+
+        self.metrics.add_metric(name="ApiKeyRefreshFailures", unit=MetricUnit.Count, value=1)

@@ -1,7 +1,10 @@
 """`siglip-text serve`: the same app under uvicorn, behind `ingress.Ingress`.
 
-The ingress takes each request's admission before its body is read, bounds the body, makes
-every early answer (413, 429, 503) reach the client, and holds the shutdown grace period.
+The ingress checks the key and the media type before a request takes its admission, takes
+the admission before its body is read, bounds the body in size and time (408), makes every
+early answer (401, 413, 415, 429, 503) reach the client, checks ``Host`` when bound to
+loopback, and holds the shutdown grace period. uvicorn bounds the open connections
+(``SIGLIP_MAX_CONNECTIONS``: past it, its own plain-text 503).
 
 SIGTERM (or Ctrl-C): uvicorn stops accepting connections and closes idle ones; requests
 running or waiting go on for ``SIGLIP_SHUTDOWN_GRACE_SECONDS``; those not answered by then
@@ -34,6 +37,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     source.add_argument("--model-dir", help="artifact directory (else SIGLIP_* variables)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="bound to loopback, also answer requests whose Host is NAME (e.g. a local "
+        "reverse proxy's name; repeatable); other names get 400",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from .admission import Admission
     from .api import create_app
-    from .ingress import Ingress
+    from .ingress import LOOPBACK_HOSTS, Ingress
     from .loading import load_service
     from .observability import LoggingObserver
 
@@ -57,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         overrides["model_dir"] = demo_model_dir()
     elif args.model_dir:
         overrides["model_dir"] = args.model_dir
+    observer = LoggingObserver()
     try:
         settings = load_settings(**overrides)
         service = load_service(settings)
@@ -64,11 +76,13 @@ def run(args: argparse.Namespace) -> int:
         if settings.auth_mode == "api-key":
             from .auth import build_authenticator
 
-            authenticator = build_authenticator(settings)
+            # Reads of the secret in a thread of their own: no request waits for one.
+            authenticator = build_authenticator(
+                settings, background=True, on_refresh_failed=observer.key_refresh_failed
+            )
     except SiglipError as exc:
         print(f"siglip-text serve: cannot start: {exc.message}", file=sys.stderr)
         return 1
-    observer = LoggingObserver()
     app = create_app(service, settings, observer=observer, authenticator=authenticator)
     # The app keeps its own admission (it bounds the work wherever the app is mounted); behind
     # the ingress, which lets at most `in_flight` requests into the app, it never refuses.
@@ -79,6 +93,14 @@ def run(args: argparse.Namespace) -> int:
         ),
         max_body_bytes=settings.max_request_bytes,
         observer=observer,
+        authenticate=authenticator,
+        body_idle_seconds=settings.body_idle_timeout_seconds,
+        body_total_seconds=settings.body_total_timeout_seconds,
+        allowed_hosts=(
+            LOOPBACK_HOSTS | {name.lower() for name in args.allow_host}
+            if is_loopback(args.host)
+            else None
+        ),
     )
     logging.getLogger("siglip_text").info(
         "serving %s (revision %s, dimension %d) on http://%s:%d/v1",
@@ -88,13 +110,38 @@ def run(args: argparse.Namespace) -> int:
         args.host,
         args.port,
     )
-    config = uvicorn.Config(ingress, host=args.host, port=args.port, log_level=args.log_level)
+    logging.getLogger("siglip_text").info(
+        "runtime %s, %d ONNX Runtime thread(s), init %s",
+        service.describe()["runtime"],
+        service.intra_op_threads,
+        service.init_timings.as_dict(),
+    )
+    config = uvicorn.Config(
+        ingress,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        limit_concurrency=settings.max_connections,
+    )
     server = _server_class()(config, ingress=ingress, grace_seconds=settings.shutdown_grace_seconds)
     try:
         server.run()  # on SIGTERM, uvicorn re-raises it once drained: the process ends by it
     except KeyboardInterrupt:  # uvicorn re-raises SIGINT too, as KeyboardInterrupt
         return 130
     return 0
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind address is reachable from this machine only (no Host check otherwise:
+    a server bound to a network address is reached under names this one cannot know)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _server_class() -> type[Any]:

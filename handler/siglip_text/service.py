@@ -5,6 +5,8 @@ Knows nothing of HTTP; `loading.py` builds it (the init phase).
 
 from __future__ import annotations
 
+import hashlib
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -54,7 +56,7 @@ class Embeddings:
 
 @dataclass
 class InitTimings:
-    """Seconds spent in each part of the init phase (reported by /health and the benchmark)."""
+    """Seconds spent in each part of the init phase (in the init log and the benchmark)."""
 
     manifest_s: float = 0.0
     tokenizer_s: float = 0.0
@@ -74,17 +76,32 @@ class InitTimings:
         }
 
 
-class _VectorCache:
-    """A bounded, thread-safe LRU of text -> (vector, token count)."""
+#: What an entry costs beyond its key and vector objects: the tuple, the token count and the
+#: OrderedDict's slot (CPython, 64-bit).
+ENTRY_OVERHEAD_BYTES = 160
 
-    def __init__(self, size: int) -> None:
+
+def text_key(text: str) -> bytes:
+    """The cache key of a text: its SHA-256, so the cache holds no query text and an entry's
+    size does not depend on the text's (lone surrogates, which JSON allows, kept as such)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+class _VectorCache:
+    """A thread-safe LRU of SHA-256(text) -> (vector, token count), bounded in entries and
+    in bytes (keys, vectors and their bookkeeping)."""
+
+    def __init__(self, size: int, max_bytes: int) -> None:
         self.size = size
-        self._items: OrderedDict[str, tuple[np.ndarray, int]] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._items: OrderedDict[bytes, tuple[np.ndarray, int]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: str) -> tuple[np.ndarray, int] | None:
+    def get(self, text: str) -> tuple[np.ndarray, int] | None:
+        key = text_key(text)
         with self._lock:
             item = self._items.get(key)
             if item is None:
@@ -94,12 +111,24 @@ class _VectorCache:
             self.hits += 1
             return item
 
-    def put(self, key: str, vector: np.ndarray, tokens: int) -> None:
+    def put(self, text: str, vector: np.ndarray, tokens: int) -> None:
+        key = text_key(text)
+        cost = _entry_bytes(key, vector)
+        if cost > self.max_bytes:
+            return
         with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.bytes -= _entry_bytes(key, old[0])
             self._items[key] = (vector, tokens)
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+            self.bytes += cost
+            while len(self._items) > self.size or self.bytes > self.max_bytes:
+                evicted, (evicted_vector, _) = self._items.popitem(last=False)
+                self.bytes -= _entry_bytes(evicted, evicted_vector)
+
+
+def _entry_bytes(key: bytes, vector: np.ndarray) -> int:
+    return sys.getsizeof(key) + sys.getsizeof(vector) + ENTRY_OVERHEAD_BYTES
 
 
 class EmbeddingService:
@@ -112,13 +141,18 @@ class EmbeddingService:
         encoder: OnnxEncoder,
         *,
         cache_size: int = 0,
+        cache_max_bytes: int = 64 * 1024 * 1024,
         init_timings: InitTimings | None = None,
     ) -> None:
         self.manifest = manifest
         self.tokenizer = tokenizer
         self.encoder = encoder
         self.init_timings = init_timings or InitTimings()
-        self._cache = _VectorCache(cache_size) if cache_size > 0 else None
+        self._cache = (
+            _VectorCache(cache_size, cache_max_bytes)
+            if cache_size > 0 and cache_max_bytes > 0
+            else None
+        )
 
     @property
     def model_id(self) -> str:
@@ -138,7 +172,7 @@ class EmbeddingService:
 
     @property
     def intra_op_threads(self) -> int:
-        """The threads the ONNX Runtime session was built with (what /health reports)."""
+        """The threads the ONNX Runtime session was built with (what the init log reports)."""
         return self.encoder.intra_op_threads
 
     def embed(self, inputs: Inputs) -> Embeddings:
@@ -180,7 +214,7 @@ class EmbeddingService:
         return {"size": self._cache.size, "hits": self._cache.hits, "misses": self._cache.misses}
 
     def describe(self) -> dict[str, Any]:
-        """What /health reports about the model and the runtime."""
+        """The model and the runtime, as the init log reports them."""
         import platform
 
         import onnxruntime

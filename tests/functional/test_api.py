@@ -42,34 +42,6 @@ def vectors_of(body: dict[str, Any]) -> np.ndarray:
     return np.stack(rows)
 
 
-def test_health_reports_model_identity_and_runtime(client: TestClient, service) -> None:
-    body = client.get("/health").json()
-    assert body["status"] == "ok"
-    assert body["model"] == service.model_id
-    assert body["revision"] == service.revision and len(body["revision"]) == 40
-    assert body["embedding_dimension"] == 32 and body["text_max_token_length"] == 64
-    assert body["device"] == "cpu"
-    assert {"onnxruntime", "tokenizers", "numpy", "python"} <= set(body["runtime"])
-
-
-def test_health_reports_the_threads_the_session_was_built_with(service) -> None:
-    # GIVEN a session built with 1 thread, served with settings that would ask for 3
-    encoder = OnnxEncoder(
-        service.encoder.path,
-        output_name=service.encoder.output_name,
-        dimension=service.dimension,
-        max_length=service.max_tokens,
-        config=SessionConfig(intra_op_threads=1),
-    )
-    served = EmbeddingService(service.manifest, service.tokenizer, encoder)
-    settings = load_settings(ort_intra_op_threads=3)
-    # WHEN /health is asked
-    with TestClient(create_app(served, settings)) as test_client:
-        body = test_client.get("/health").json()
-    # THEN it reports the session's thread count, not what the settings would build now
-    assert body["intra_op_threads"] == 1
-
-
 def test_models_lists_the_served_model(client: TestClient, service) -> None:
     body = client.get("/v1/models").json()
     assert [m["id"] for m in body["data"]] == [service.model_id]

@@ -66,8 +66,23 @@ def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[SecretsManager]:
         yield manager
 
 
+class Clock:
+    """The authenticator's monotonic clock, moved on by the test (the keys' age)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def make_client(
-    service: EmbeddingService, demo_dir: Path, secrets: SecretsManager, *, cache_seconds: int = 300
+    service: EmbeddingService,
+    demo_dir: Path,
+    secrets: SecretsManager,
+    *,
+    cache_seconds: int = 300,
+    clock: Clock | None = None,
 ) -> TestClient:
     settings = load_settings(
         model_dir=demo_dir,
@@ -76,7 +91,9 @@ def make_client(
         api_key_secret_arn=secrets.arn,
         api_key_cache_seconds=cache_seconds,
     )
-    authenticator = build_authenticator(settings, provider=secrets.provider())
+    authenticator = build_authenticator(
+        settings, provider=secrets.provider(), clock=clock or Clock()
+    )
     return TestClient(create_app(service, settings, authenticator=authenticator))
 
 
@@ -145,16 +162,19 @@ def test_many_requests_read_the_secret_once(
 def test_old_and_new_keys_are_both_valid_while_the_secret_holds_both(
     service: EmbeddingService, demo_dir: Path, secrets: SecretsManager
 ) -> None:
-    # GIVEN no caching, so each request sees the secret's current value
-    client = make_client(service, demo_dir, secrets, cache_seconds=0)
+    # GIVEN keys read again once a cache period has passed
+    clock = Clock()
+    client = make_client(service, demo_dir, secrets, clock=clock)
     assert embed(client, NEW_KEY).status_code == 401
     # WHEN a rotation starts: the new key is added, the old one kept
     secrets.put(json.dumps({"keys": [NEW_KEY, KEY]}))
+    clock.now += 300
     # THEN both keys work
     assert embed(client, NEW_KEY).status_code == 200
     assert embed(client, KEY).status_code == 200
     # WHEN the rotation ends: only the new key remains
     secrets.put(NEW_KEY)
+    clock.now += 300
     # THEN the old key is refused
     assert embed(client, NEW_KEY).status_code == 200
     assert_unauthorized(embed(client, KEY))
@@ -163,8 +183,10 @@ def test_old_and_new_keys_are_both_valid_while_the_secret_holds_both(
 def test_a_failed_refresh_keeps_the_keys_already_held(
     service: EmbeddingService, demo_dir: Path, secrets: SecretsManager, caplog: Any
 ) -> None:
-    client = make_client(service, demo_dir, secrets, cache_seconds=0)
+    clock = Clock()
+    client = make_client(service, demo_dir, secrets, clock=clock)
     secrets.client.delete_secret(SecretId=secrets.arn, ForceDeleteWithoutRecovery=True)
+    clock.now += 300
     with caplog.at_level(logging.WARNING, logger="siglip_text.auth"):
         assert embed(client, KEY).status_code == 200
         assert_unauthorized(embed(client, NEW_KEY))
@@ -183,11 +205,14 @@ def test_keys_never_appear_in_logs_even_at_debug_level(
     secrets.put(json.dumps({"keys": [NEW_KEY, KEY]}))
     capsys.readouterr()
     caplog.set_level(logging.DEBUG)
-    client = make_client(service, demo_dir, secrets, cache_seconds=0)
+    clock = Clock()
+    client = make_client(service, demo_dir, secrets, clock=clock)
     # WHEN requests come with right, wrong and no keys, and the secret is refreshed each time
     for key in (KEY, NEW_KEY, "sk-wrong-0123456789abcdef", None):
+        clock.now += 300
         embed(client, key)
     secrets.client.delete_secret(SecretId=secrets.arn, ForceDeleteWithoutRecovery=True)
+    clock.now += 300
     embed(client, KEY)
     # THEN no key, nor its distinctive part, is in any log record or on stdout/stderr
     captured = capsys.readouterr()

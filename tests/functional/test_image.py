@@ -23,6 +23,7 @@ round trip of warm invokes inside the container.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -363,7 +364,8 @@ def host_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert WHEELHOUSE.is_dir() and (LAMBDA_RUNTIME / "wheels").is_dir(), f"run {SETUP}"
     root = tmp_path_factory.mktemp("image")
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--only-binary=:all:"]
-    lock = ["--find-links", str(WHEELHOUSE), "--require-hashes", "-r", str(REQUIREMENTS)]
+    lock = ["--find-links", str(WHEELHOUSE), "--require-hashes", "--no-deps"]
+    lock += ["-r", str(REQUIREMENTS)]
     runtime = ["--find-links", str(LAMBDA_RUNTIME / "wheels"), "awslambdaric"]
     for target, args in ((root / "var" / "task", lock), (root / "var" / "runtime", runtime)):
         done = subprocess.run(
@@ -609,11 +611,18 @@ def test_an_exported_bundle_serves_every_event(run_bundle: Any, tmp_path: Path) 
 def test_a_corrupted_bundle_fails_init_through_the_runtime_with_its_message(
     run_bundle: Any, tmp_path: Path
 ) -> None:
-    # GIVEN the demo bundle with its graph overwritten (still non-empty: the build passes)
+    # GIVEN the demo bundle with its graph overwritten, and its manifest recording the new
+    # file (a bundle broken at export: the build's sha256 check passes it, init must not)
     broken = tmp_path / "broken"
     shutil.copytree(DEMO, broken, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
     graph = broken / "text_model.onnx"
     graph.write_bytes(b"\x00not an onnx graph\x00" * (graph.stat().st_size // 19 + 1))
+    manifest = json.loads((broken / "manifest.json").read_text())
+    manifest["files"]["text_model.onnx"] = {
+        "sha256": hashlib.sha256(graph.read_bytes()).hexdigest(),
+        "size": graph.stat().st_size,
+    }
+    (broken / "manifest.json").write_text(json.dumps(manifest))
     # AND the message the in-process init fails with
     with pytest.raises(Exception) as raised:  # noqa: PT011 (whatever init raises)
         _in_process(broken, [])

@@ -148,7 +148,11 @@ def test_lambda_init_phase_fails_closed_on_a_bad_bundle(bundle_copy: Path) -> No
     edit_manifest(bundle_copy, revision="main")
     result = run_python(
         "import siglip_text.lambda_function",
-        {"SIGLIP_MODEL_DIR": str(bundle_copy), "POWERTOOLS_TRACE_DISABLED": "true"},
+        {
+            "SIGLIP_MODEL_DIR": str(bundle_copy),
+            "SIGLIP_AUTH_MODE": "none",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+        },
     )
     assert result.returncode != 0
     assert "ModelLoadError" in result.stderr and "revision" in result.stderr
@@ -194,7 +198,12 @@ def observed_init(model_dir: Path, at_start: str, report: str) -> dict:
         f"print(json.dumps({report}))\n"
     )
     result = run_python(
-        code, {"SIGLIP_MODEL_DIR": str(model_dir), "POWERTOOLS_TRACE_DISABLED": "true"}
+        code,
+        {
+            "SIGLIP_MODEL_DIR": str(model_dir),
+            "SIGLIP_AUTH_MODE": "none",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+        },
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])

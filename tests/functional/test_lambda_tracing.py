@@ -29,6 +29,7 @@ def run_handler(script: str = SCRIPT, **env_changes: str) -> subprocess.Complete
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SIGLIP_", "POWERTOOLS_"))}
     env.update(
         SIGLIP_MODEL_DIR=os.path.join("handler", "siglip_text", "demo"),
+        SIGLIP_AUTH_MODE="none",
         SIGLIP_ORT_INTRA_OP_THREADS="1",
         **env_changes,
     )

@@ -221,6 +221,7 @@ def run_lambda(tmp: Path, **env_changes: str) -> tuple[list[int], str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SIGLIP_", "POWERTOOLS_"))}
     env.update(
         SIGLIP_MODEL_DIR=str(ROOT / "handler" / "siglip_text" / "demo"),
+        SIGLIP_AUTH_MODE="none",
         SIGLIP_ORT_INTRA_OP_THREADS="1",
         SIGLIP_MAX_INPUTS_PER_REQUEST="2",
         SIGLIP_MAX_REQUEST_BYTES="200000",

@@ -154,7 +154,7 @@ def test_burst_of_6mb_bodies_grows_memory_by_the_slots_not_the_clients(
 def stalled_upload(port: int, declared: int, first: bytes) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port), timeout=30)
     sock.sendall(
-        b"POST /v1/embeddings HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+        b"POST /v1/embeddings HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         b"Content-Length: %d\r\n\r\n%s" % (declared, first)
     )
     return sock

@@ -120,7 +120,7 @@ def test_client_waiting_for_100_continue_gets_the_413_without_sending_its_body(
     # GIVEN a client that declares a 7 MB body and waits for "100 Continue" before sending it
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(
-            b"POST /v1/embeddings HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+            b"POST /v1/embeddings HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % (7 * 1024 * 1024)
         )
         started = time.monotonic()

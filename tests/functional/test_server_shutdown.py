@@ -123,7 +123,7 @@ def test_requests_past_the_grace_period_get_a_503_not_a_reset(service: Embedding
         big = json.dumps({"input": "a " * 2_500_000}).encode()
         upload = socket.create_connection(("127.0.0.1", server.port), timeout=30)
         upload.sendall(
-            b"POST /v1/embeddings HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+            b"POST /v1/embeddings HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n%s" % (len(big), big[:100])
         )
         time.sleep(0.6)  # all of them connected and admitted

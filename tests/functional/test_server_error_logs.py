@@ -1,0 +1,111 @@
+"""The cause of every 5xx is logged at ERROR for the operator (ONNX Runtime's message, or the
+output check that failed), never the query text; the client sees a generic message."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from fastapi.testclient import TestClient
+from onnx import TensorProto, helper, numpy_helper
+from siglip_text.api import create_app
+from siglip_text.config import load_settings
+from siglip_text.encoder import OnnxEncoder, SessionConfig
+from siglip_text.errors import scrubbed
+from siglip_text.service import EmbeddingService
+
+from tests.support.graphs import save_graph
+
+QUERY = "my private query about a red block"
+GENERIC = "The server had an error while processing your request."
+
+
+def gather_graph(path: Path, rows: int = 8, dimension: int = 32) -> Path:
+    """input_ids -> sum over positions of a ``rows``-row table: ids >= rows fail in ORT."""
+    table = numpy_helper.from_array(np.ones((rows, dimension), dtype=np.float32), "table")
+    axes = numpy_helper.from_array(np.array([1], dtype=np.int64), "axes")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Gather", ["table", "input_ids"], ["rows"]),
+            helper.make_node("ReduceSum", ["rows", "axes"], ["text_embeds"], keepdims=0),
+        ],
+        "gather",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", 64])],
+        [helper.make_tensor_value_info("text_embeds", TensorProto.FLOAT, ["batch", dimension])],
+        initializer=[table, axes],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def client_on(graph: Path, service: EmbeddingService) -> TestClient:
+    encoder = OnnxEncoder(
+        graph,
+        output_name="text_embeds",
+        dimension=32,
+        max_length=64,
+        config=SessionConfig(intra_op_threads=1),
+    )
+    served = EmbeddingService(service.manifest, service.tokenizer, encoder)
+    return TestClient(create_app(served, load_settings()))
+
+
+def errors_logged(caplog: Any) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_an_onnx_runtime_failure_logs_its_message_at_error(
+    service: EmbeddingService, tmp_path: Path, caplog: Any
+) -> None:
+    client = client_on(gather_graph(tmp_path / "g.onnx"), service)
+    with caplog.at_level(logging.INFO):
+        response = client.post("/v1/embeddings", json={"input": [QUERY]})
+    assert response.status_code == 500 and response.json()["error"]["message"] == GENERIC
+    (record,) = errors_logged(caplog)
+    message = record.getMessage()
+    assert "ONNX Runtime failed" in message and "Gather" in message, message
+    assert "idx=<n>" in message  # the token id it quotes is hidden
+    assert "private query" not in caplog.text
+
+
+def test_a_failed_output_check_logs_which_check_at_error(
+    service: EmbeddingService, tmp_path: Path, caplog: Any
+) -> None:
+    client = client_on(save_graph(tmp_path / "nan.onnx", kind="nan"), service)
+    with caplog.at_level(logging.INFO):
+        response = client.post("/v1/embeddings", json={"input": [QUERY]})
+    assert response.status_code == 500 and response.json()["error"]["message"] == GENERIC
+    (record,) = errors_logged(caplog)
+    assert "non-finite value" in record.getMessage()
+    assert "private query" not in caplog.text
+
+
+class FaultyService(EmbeddingService):
+    """A bug past the model: an exception whose message quotes the input."""
+
+    def embed(self, inputs: Any) -> Any:
+        raise ValueError(f"cannot handle {inputs.items[0]!r}")
+
+
+def test_an_unexpected_error_logs_its_type_and_a_scrubbed_message(
+    service: EmbeddingService, caplog: Any
+) -> None:
+    faulty = FaultyService(service.manifest, service.tokenizer, service.encoder)
+    client = TestClient(create_app(faulty, load_settings()))
+    with caplog.at_level(logging.INFO):
+        response = client.post("/v1/embeddings", json={"input": [QUERY]})
+    assert response.status_code == 500 and response.json()["error"]["message"] == GENERIC
+    (record,) = errors_logged(caplog)
+    message = record.getMessage()
+    assert "ValueError" in message and "cannot handle <quoted>" in message, message
+    assert "private query" not in caplog.text
+    assert record.exc_info is None  # no traceback: its last line would repeat the message
+
+
+def test_scrubbed_keeps_the_first_line_hides_quotes_and_numbers() -> None:
+    assert scrubbed("bad 'secret text' idx=42\nsecond line") == "bad <quoted> idx=<n>"
+    assert scrubbed("node 'Gather_1' idx=42", keep_quotes=True) == "node 'Gather_1' idx=<n>"
+    assert len(scrubbed("x" * 1000)) == 300

@@ -1,0 +1,128 @@
+"""Secrets Manager for the tests: moto in server mode on loopback, reached through a relay
+that can fail the way an outage does (connections accepted, never answered).
+
+The authenticator under test talks to it with its real boto3 client (endpoint from
+``AWS_ENDPOINT_URL_SECRETS_MANAGER``), so timeouts, retries and connection reuse are botocore's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+
+
+class Relay:
+    """A loopback TCP listener: forwards to ``target`` while up; while down it accepts each
+    connection and never answers (what a hung Secrets Manager endpoint looks like)."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.up = True
+        self.hung = 0  # connections accepted while down
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def down(self) -> None:
+        """Hang from now on; connections already open are closed (botocore reconnects)."""
+        with self._lock:
+            self.up = False
+            for sock in self._open:
+                with contextlib.suppress(OSError):
+                    sock.close()
+            self._open.clear()
+
+    def restore(self) -> None:
+        with self._lock:
+            self.up = True
+            for sock in self._open:
+                with contextlib.suppress(OSError):
+                    sock.close()
+            self._open.clear()
+
+    def close(self) -> None:
+        self.down()
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                self._open.append(client)
+                if not self.up:
+                    self.hung += 1
+                    continue  # held open, never read from nor answered
+            upstream = socket.create_connection(self.target)
+            with self._lock:
+                self._open.append(upstream)
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=_pump, args=(source, sink), daemon=True).start()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while chunk := source.recv(65536):
+            sink.sendall(chunk)
+    for sock in (source, sink):
+        with contextlib.suppress(OSError):
+            sock.close()
+
+
+@dataclass
+class SecretsServer:
+    """moto's Secrets Manager behind a `Relay`; ``client`` talks to moto directly."""
+
+    relay: Relay
+    client: Any
+    arn: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def put(self, value: str) -> None:
+        self.client.put_secret_value(SecretId=self.arn, SecretString=value)
+
+
+@contextlib.contextmanager
+def secrets_server(secret: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[SecretsServer]:
+    """moto in server mode with one secret; botocore's Secrets Manager endpoint is the relay."""
+    from moto.server import ThreadedMotoServer
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    relay = Relay((host, port))
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", relay.url)
+    try:
+        client = boto3.client(
+            "secretsmanager", region_name="us-east-1", endpoint_url=f"http://{host}:{port}"
+        )
+        # moto's state outlives a server in the same process: a secret of its own each time
+        name = f"siglip-text/api-key-{uuid.uuid4().hex[:8]}"
+        arn = client.create_secret(Name=name, SecretString=secret)["ARN"]
+        yield SecretsServer(relay=relay, client=client, arn=arn)
+    finally:
+        relay.close()
+        server.stop()
