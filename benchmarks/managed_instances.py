@@ -3,11 +3,11 @@
 against per-request Lambda (on demand, with provisioned concurrency, with SnapStart).
 
     python benchmarks/managed_instances.py --bundle base-fp32=DIR --bundle base-int8=DIR \\
-        [--measure [--seconds 20]] [--latency base-fp32=48,83] \\
+        [--measure [--seconds 20]] [--latency base-fp32=83,48] [--need large-fp32=1308,2308] \\
         [--memory-mb 8192 --gib-per-vcpu 4] [--vcpu-hour-usd 0.0408] [--rate 5 --rate 50]
 
 For each bundle: its manifest's memory need (``memory.recommended_mb``, what one process
-holds with the whole model resident), and one query's latency at 1 and at 2 ONNX Runtime
+holds with the whole model resident; or ``--need`` without the bundle), and one query's latency at 1 and at 2 ONNX Runtime
 threads (``--latency NAME=MS_AT_1,MS_AT_2``, e.g. docs/performance.md's, or ``--measure``:
 measured here through `load_service`, single texts, and also as many 1-thread processes as
 this machine has CPUs, all at once, which is how a Managed Instances environment runs them).
@@ -315,7 +315,15 @@ def _pair(text: str) -> tuple[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bundle", type=_pair, action="append", required=True, metavar="NAME=DIR")
+    parser.add_argument("--bundle", type=_pair, action="append", default=[], metavar="NAME=DIR")
+    parser.add_argument(
+        "--need",
+        type=_pair,
+        action="append",
+        default=[],
+        metavar="NAME=MIN_MB,REC_MB",
+        help="a bundle's memory need without the bundle (its manifest's memory, docs/sizes.md)",
+    )
     parser.add_argument(
         "--latency", type=_pair, action="append", default=[], metavar="NAME=MS1,MS2"
     )
@@ -336,7 +344,16 @@ def main(argv: list[str] | None = None) -> int:
     latencies = {name: value for name, value in args.latency}
     rates = args.rate or [5.0, 50.0]
 
+    if not args.bundle and not args.need:
+        parser.error("give --bundle NAME=DIR or --need NAME=MIN_MB,REC_MB")
     bundles: list[Bundle] = []
+    for name, value in args.need:
+        minimum, recommended = (int(v) for v in value.split(","))
+        if name not in latencies:
+            parser.error(f"{name}: give --latency {name}=MS1,MS2")
+        one, two = (float(v) for v in latencies[name].split(","))
+        need = MemoryNeed(minimum_mb=minimum, recommended_mb=recommended, basis="given")
+        bundles.append(Bundle(name, need, {1: one, 2: two}))
     for name, directory in args.bundle:
         manifest = load_manifest(Path(directory) / "manifest.json")
         if manifest.memory is None:
