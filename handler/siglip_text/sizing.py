@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .bundle import Manifest, MemoryNeed
-from .config import MAX_CONCURRENCY_VARIABLE, processes_per_environment
 from .errors import ModelLoadError
 
 MEMORY_SIZE_VARIABLE = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
@@ -43,17 +42,21 @@ def memory_need(*, model_bytes: int, table_bytes: int, precision: str | None) ->
     )
 
 
+#: config.MAX_CONCURRENCY_VARIABLE, named in the messages.
+PROCESSES_VARIABLE = "AWS_LAMBDA_MAX_CONCURRENCY"
+
+
 def check_function_memory(
-    manifest: Manifest, environ: Mapping[str, str] | None = None
+    manifest: Manifest, environ: Mapping[str, str] | None = None, *, processes: int = 1
 ) -> str | None:
     """None when the function's memory holds the bundle (or either figure is unknown); a
     warning to log when it is below the recommended figure; `ModelLoadError` below the
     minimum.
 
     Under Lambda Managed Instances the memory is the execution environment's, shared by
-    ``AWS_LAMBDA_MAX_CONCURRENCY`` processes that each load the model (AWS Lambda Developer
-    Guide, "Python runtime for Lambda Managed Instances"): the need is that many times the
-    bundle's.
+    ``processes`` (config.processes_per_environment) that each load the model (AWS Lambda
+    Developer Guide, "Python runtime for Lambda Managed Instances"): the need is that many
+    times the bundle's.
     """
     env = os.environ if environ is None else environ
     raw = env.get(MEMORY_SIZE_VARIABLE, "").strip()
@@ -61,14 +64,13 @@ def check_function_memory(
     if need is None or not raw.isdigit():
         return None
     size = int(raw)
-    processes = processes_per_environment(env) or 1
     minimum_mb = need.minimum_mb * processes
     recommended_mb = need.recommended_mb * processes
     bundle = f"this bundle ({manifest.precision or 'fp32'}, {manifest.embedding_dimension}-d)"
     if processes > 1:
         bundle += (
             f" in each of the {processes} processes of an environment "
-            f"({MAX_CONCURRENCY_VARIABLE}; {need.minimum_mb} MB minimum, "
+            f"({PROCESSES_VARIABLE}; {need.minimum_mb} MB minimum, "
             f"{need.recommended_mb} MB recommended each)"
         )
         fix = "raise MemorySize or lower PerExecutionEnvironmentMaxConcurrency"

@@ -22,10 +22,10 @@ def _manifest(need: MemoryNeed) -> Manifest:
 
 def test_the_guard_refuses_an_environment_that_cannot_hold_every_process() -> None:
     # 2,048 MB holds four base fp32 minimums (1,908 MB) but not five
-    environ = {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "2048", "AWS_LAMBDA_MAX_CONCURRENCY": "5"}
+    environ = {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "2048"}
 
     with pytest.raises(ModelLoadError) as refused:
-        check_function_memory(_manifest(BASE_FP32), environ)
+        check_function_memory(_manifest(BASE_FP32), environ, processes=5)
 
     message = refused.value.message
     assert "needs at least 2385 MB" in message
@@ -34,16 +34,13 @@ def test_the_guard_refuses_an_environment_that_cannot_hold_every_process() -> No
 
 
 def test_the_guard_warns_when_the_processes_cannot_keep_their_models_resident() -> None:
-    environ = {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "2048", "AWS_LAMBDA_MAX_CONCURRENCY": "4"}
+    environ = {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "2048"}
 
-    warning = check_function_memory(_manifest(BASE_FP32), environ)
+    warning = check_function_memory(_manifest(BASE_FP32), environ, processes=4)
 
     assert warning is not None
     assert "below the 4908 MB" in warning
-    assert (
-        check_function_memory(_manifest(BASE_FP32), {**environ, "AWS_LAMBDA_MAX_CONCURRENCY": "1"})
-        is None
-    )
+    assert check_function_memory(_manifest(BASE_FP32), environ, processes=1) is None
 
 
 def test_the_guard_counts_one_process_on_lambda_default() -> None:
