@@ -10,7 +10,8 @@ For each bundle: its manifest's memory need (``memory.recommended_mb``, what one
 holds with the whole model resident; or ``--need`` without the bundle), and one query's latency at 1 and at 2 ONNX Runtime
 threads (``--latency NAME=MS_AT_1,MS_AT_2``, e.g. docs/performance.md's, or ``--measure``:
 measured here through `load_service`, single texts, and also as many 1-thread processes as
-this machine has CPUs, all at once, which is how a Managed Instances environment runs them).
+this machine has CPUs, all at once, which is how a Managed Instances environment runs them,
+and what those processes hold in memory, alone and shared).
 It prints what to set (`sizing.managed_instances_sizing`: PerExecutionEnvironmentMaxConcurrency
 for ``--memory-mb`` at ``--gib-per-vcpu``), then one table row per bundle and rate.
 
@@ -249,6 +250,44 @@ def measure(bundle: Path, *, threads: int, processes: int, seconds: float) -> tu
     return qps, median
 
 
+def _rollup(pid: int) -> dict[str, int]:
+    """/proc/PID/smaps_rollup in MiB: Rss, Pss, Shared_Clean, Private_Dirty, ..."""
+    out = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        key, _, value = line.partition(":")
+        out[key] = int(value.split()[0]) // 1024
+    return out
+
+
+def _holder(bundle: str, ready: Any, done: Any) -> None:  # pragma: no cover - a child
+    from siglip_text.config import load_settings
+    from siglip_text.loading import load_service
+
+    service = load_service(load_settings(model_dir=Path(bundle), ort_intra_op_threads=1))
+    for text in _texts()[:5]:
+        service.embed_texts([text])
+    ready.set()
+    done.wait()
+
+
+def measure_memory(bundle: Path, processes: int) -> list[dict[str, int]]:
+    """Each of ``processes`` serving processes' memory (smaps_rollup), side by side: what
+    the processes of one environment share (libraries) and what each holds alone."""
+    ctx = multiprocessing.get_context("spawn")
+    done = ctx.Event()
+    readies = [ctx.Event() for _ in range(processes)]
+    holders = [ctx.Process(target=_holder, args=(str(bundle), r, done)) for r in readies]
+    for holder in holders:
+        holder.start()
+    for ready in readies:
+        ready.wait()
+    rows = [_rollup(holder.pid or 0) for holder in holders]
+    done.set()
+    for holder in holders:
+        holder.join()
+    return rows
+
+
 # --- output ----------------------------------------------------------------------------------
 
 
@@ -373,6 +412,14 @@ def main(argv: list[str] | None = None) -> int:
             processes = cpus
             parallel_qps, _ = measure(
                 Path(directory), threads=1, processes=processes, seconds=args.seconds
+            )
+            memory = measure_memory(Path(directory), processes)
+            print(
+                f"[measured] {name}: {processes} serving processes, each RSS "
+                f"{memory[0]['Rss']} MiB of which {memory[0]['Shared_Clean']} shared and "
+                f"{memory[0]['Private_Dirty']} private; together RSS "
+                f"{sum(m['Rss'] for m in memory)}, PSS {sum(m['Pss'] for m in memory)} MiB",
+                flush=True,
             )
             print(
                 f"[measured] {name}: one query {by_threads[1]:.1f} ms at 1 thread, "
