@@ -156,6 +156,22 @@ def test_lambda_chooses_the_instances_and_scaling_when_they_are_not_given() -> N
     assert "ManagedInstancesOperatorRole" not in stack.created
 
 
+def test_the_function_may_cap_its_own_environments_on_a_shared_provider() -> None:
+    capped = deploy(**EXISTING, ManagedInstancesMaxEnvironments="12")
+
+    assert capped.properties("SiglipTextManagedFunction")["FunctionScalingConfig"] == {
+        "MaxExecutionEnvironments": "12"
+    }
+    # on the published version too, where Lambda applies it; not a create-only property:
+    # a change updates the version in place, it publishes none
+    ((version_id, _),) = capped.of_type("AWS::Lambda::Version").items()
+    assert capped.properties(version_id)["FunctionScalingConfig"] == {
+        "MaxExecutionEnvironments": "12"
+    }
+    assert "FunctionScalingConfig" not in create_only_properties("AWS::Lambda::Version")
+    assert "FunctionScalingConfig" not in deploy(**EXISTING).properties("SiglipTextManagedFunction")
+
+
 def test_an_existing_capacity_provider_is_used_by_arn_and_none_is_created() -> None:
     stack = deploy(**EXISTING)
 
