@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -128,23 +129,53 @@ def get_settings() -> Settings:
     return load_settings()
 
 
-def available_cpus() -> int:
-    """CPUs this process may actually use: affinity, cgroup quota and Lambda's memory share.
+#: Set by Lambda Managed Instances: the Python runtime's worker processes per execution
+#: environment (its `PerExecutionEnvironmentMaxConcurrency`), each a process doing its own
+#: init and sharing the environment's CPUs with the others.
+MAX_CONCURRENCY_VARIABLE = "AWS_LAMBDA_MAX_CONCURRENCY"
+
+
+def processes_per_environment(environ: Mapping[str, str] | None = None) -> int | None:
+    """The processes sharing this environment under Lambda Managed Instances, else None."""
+    env = os.environ if environ is None else environ
+    raw = env.get(MAX_CONCURRENCY_VARIABLE, "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
+def available_cpus(
+    environ: Mapping[str, str] | None = None,
+    *,
+    affinity: int | None = None,
+    cgroup_root: Path | None = None,
+) -> int:
+    """CPUs this process may actually use: affinity, cgroup quota and its share of them.
 
     ``os.cpu_count()`` reports the host's cores, which on Lambda and in containers is more
-    than the share paid for; oversubscribed ORT threads then fight for it.
+    than the share paid for; oversubscribed ORT threads then fight for it. On Lambda
+    (default) an environment runs one request and its CPU share follows the memory size
+    (one vCPU per 1,769 MB). Under Lambda Managed Instances ``AWS_LAMBDA_MAX_CONCURRENCY``
+    processes share the environment's CPUs, whatever its memory: each gets its share of
+    them, at least 1. ``affinity`` and ``cgroup_root`` stand for this process's (tests).
     """
-    try:
-        count = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        count = os.cpu_count() or 1
-    quota = _cgroup_cpu_quota()
+    env = os.environ if environ is None else environ
+    count = _affinity_cpus() if affinity is None else affinity
+    quota = _cgroup_cpu_quota() if cgroup_root is None else _cgroup_cpu_quota(cgroup_root)
     if quota is not None:
         count = min(count, quota)
-    memory_mb = os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+    processes = processes_per_environment(env)
+    if processes is not None:
+        return max(1, count // processes)
+    memory_mb = env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
     if memory_mb and memory_mb.isdigit():
         count = min(count, max(1, round(int(memory_mb) / LAMBDA_MB_PER_VCPU)))
     return max(1, count)
+
+
+def _affinity_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> int | None:

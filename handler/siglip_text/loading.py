@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from .bundle import BundlePaths, Manifest, check_file, load_manifest
-from .config import Settings
+from .config import Settings, processes_per_environment
 from .encoder import OnnxEncoder, SessionConfig
 from .self_check import check_int8_kernel, check_reference
 from .service import PROBE_TEXT, EmbeddingService, InitTimings
@@ -51,7 +51,7 @@ def start_loading(settings: Settings) -> ServiceLoad:
     paths = settings.artifact_paths()
     manifest = load_manifest(paths.manifest)
     # In Lambda: fail before loading a model the function's memory cannot hold (sizing.py).
-    memory_warning = check_function_memory(manifest)
+    memory_warning = check_function_memory(manifest, processes=processes_per_environment() or 1)
     load = ServiceLoad(
         manifest,
         paths,

@@ -47,7 +47,7 @@ import pytest
 from tests.support.aws_lambda import LambdaContext, expected_status, imported_lambda
 from tests.support.events import event_files, for_model, request_texts
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
-from tests.support.sam import resolve, resources_of_type, source_template, translate
+from tests.support.sam import resolve, source_template, translate
 
 pytestmark = pytest.mark.slow  # the function image
 
@@ -125,7 +125,7 @@ def function_environment() -> dict[str, str]:
     """The function's environment as the template deploys it, with AuthMode=none."""
     parameters = {"AuthMode": "none"}
     cfn = translate(parameters)
-    ((_, function),) = resources_of_type(cfn, "AWS::Lambda::Function").items()
+    function = cfn["Resources"]["SiglipTextFunction"]  # Compute=lambda, the default
     variables = resolve(cfn, function["Properties"]["Environment"]["Variables"], parameters)
     return {name: str(value) for name, value in variables.items()}
 

@@ -152,11 +152,13 @@ def resolve(
 
 
 def function_resource(template: dict[str, Any]) -> dict[str, Any]:
-    functions = [
-        r for r in template["Resources"].values() if r["Type"] == "AWS::Serverless::Function"
-    ]
-    assert len(functions) == 1, "the template should define exactly one function"
-    return functions[0]
+    """The per-request function (Compute=lambda, the default); Compute=managed-instances
+    deploys SiglipTextManagedFunction instead (tests/unit/test_template_managed_instances.py)."""
+    functions = {
+        k: r for k, r in template["Resources"].items() if r["Type"] == "AWS::Serverless::Function"
+    }
+    assert set(functions) == {"SiglipTextFunction", "SiglipTextManagedFunction"}, set(functions)
+    return functions["SiglipTextFunction"]
 
 
 def function_environment(template: dict[str, Any], **overrides: str) -> dict[str, str]:

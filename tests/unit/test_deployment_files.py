@@ -51,6 +51,14 @@ POWERTOOLS_VARIABLES = {
 NOT_IN_IMAGE = {"torch", "transformers", "onnx", "uvicorn", "optimum", "sentencepiece"}
 #: onnxruntime releases before this crash at import on arm64 Lambda (onnxruntime#10038).
 ORT_ARM64_FIX = Version("1.26.0")
+#: The function that serves: Compute=managed-instances' or the per-request one.
+SERVING_FUNCTION = {
+    "Fn::If": [
+        "OnManagedInstances",
+        {"Ref": "SiglipTextManagedFunction"},
+        {"Ref": "SiglipTextFunction"},
+    ]
+}
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +202,13 @@ def test_api_routes_are_exactly_the_apps_routes_each_a_proxy_to_the_live_alias(
         for operation in item.values():
             integration = operation["x-amazon-apigateway-integration"]
             assert (integration["type"], integration["httpMethod"]) == ("aws_proxy", "POST")
-            uri = integration["uri"]["Fn::Sub"]
+            # the function of the Compute parameter: Managed Instances' or per-request's
+            condition, managed, per_request = integration["uri"]["Fn::If"]
+            assert condition == "OnManagedInstances"
+            assert managed["Fn::Sub"].endswith(
+                "/functions/${SiglipTextManagedFunction.Alias}/invocations"
+            )
+            uri = per_request["Fn::Sub"]
             assert uri.endswith("/functions/${SiglipTextFunction.Alias}/invocations")
     # no function Events: SAM would give their invoke permissions no condition
     assert "Events" not in function_resource(template)["Properties"]
@@ -311,7 +325,7 @@ def test_alarms_watch_throttles_errors_5xx_and_p99_latency_of_the_chosen_fronten
         if alarm["Namespace"] == "AWS/ApiGateway":
             assert dimensions["ApiName"] == api_name  # else the alarm watches nothing
         else:
-            assert dimensions == {"FunctionName": {"Ref": "SiglipTextFunction"}}
+            assert dimensions == {"FunctionName": SERVING_FUNCTION}
 
 
 @pytest.mark.parametrize(
@@ -339,7 +353,7 @@ def test_outputs_give_the_v1_base_url_of_either_frontend_and_the_function_name(
     assert outputs["ApiBaseUrl"]["Value"] == base_url
     assert outputs["HealthUrl"]["Value"] == base_url.removesuffix("/v1") + "/health"
     assert outputs["Frontend"]["Value"] == frontend
-    assert template["Outputs"]["FunctionName"]["Value"] == {"Ref": "SiglipTextFunction"}
+    assert template["Outputs"]["FunctionName"]["Value"] == SERVING_FUNCTION
 
 
 def test_samconfig_overrides_only_template_parameters(template: dict[str, Any]) -> None:

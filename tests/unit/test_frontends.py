@@ -280,13 +280,13 @@ def test_rest_api_routes_proxy_to_the_live_alias_and_may_invoke_only_it() -> Non
     body = api["Properties"]["Body"]
     for path, item in body["paths"].items():
         for operation in item.values():
-            uri = operation["x-amazon-apigateway-integration"]["uri"]["Fn::Sub"]
+            uri = stack.value(operation["x-amazon-apigateway-integration"]["uri"])["Fn::Sub"]
             assert uri.endswith(f"/functions/${{{alias_id}}}/invocations"), path
     # the gateway's own errors in OpenAI's shape: SAM moved them into the definition
     responses = body["x-amazon-apigateway-gateway-responses"]
     assert responses["INTEGRATION_FAILURE"]["statusCode"] == "429"
     ((_, permission),) = stack.of_type("AWS::Lambda::Permission").items()
-    assert permission["Properties"]["FunctionName"] == {"Ref": alias_id}
+    assert stack.value(permission["Properties"]["FunctionName"]) == {"Ref": alias_id}
     source = permission["Properties"]["SourceArn"]["Fn::Sub"]
     assert source.endswith(":${" + api_id + "}/*/*/*")
 

@@ -10,27 +10,19 @@ from typing import Any
 import pytest
 
 from tests.support.deployment import evaluate_conditions, parameter_defaults
+from tests.support.rules import refusals
 from tests.support.sam import resolve, resources_of_type, translate
 
 
-def refusals(**overrides: str) -> list[str]:
+def refused(**overrides: str) -> list[str]:
     """The Rules of the translated template that refuse these parameters (CloudFormation
     evaluates every rule before it creates anything: one refusal fails the deploy)."""
     cfn = translate(overrides)
-    params = parameter_defaults(cfn, **overrides)
-    refused = []
-    for name, rule in cfn["Rules"].items():
-        checks: dict[str, Any] = {"applies": rule.get("RuleCondition", True)}
-        for i, assertion in enumerate(rule["Assertions"]):
-            checks[f"holds{i}"] = assertion["Assert"]
-        verdict = evaluate_conditions({"Conditions": checks}, params)
-        if verdict["applies"] and not all(v for k, v in verdict.items() if k != "applies"):
-            refused.append(name)
-    return refused
+    return list(refusals(cfn, parameter_defaults(cfn, **overrides)))
 
 
 @pytest.mark.parametrize(
-    ("parameters", "refused"),
+    ("parameters", "expected"),
     [
         ({}, []),  # rest-api, api-key: the defaults deploy
         ({"Frontend": "function-url"}, ["PublicFunctionUrlNeedsReservedConcurrency"]),
@@ -55,9 +47,9 @@ def refusals(**overrides: str) -> list[str]:
     ],
 )
 def test_rules_refuse_open_or_unbounded_public_frontends(
-    parameters: dict[str, str], refused: list[str]
+    parameters: dict[str, str], expected: list[str]
 ) -> None:
-    assert sorted(refusals(**parameters)) == sorted(refused)
+    assert sorted(refused(**parameters)) == sorted(expected)
 
 
 def web_acl(**overrides: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:

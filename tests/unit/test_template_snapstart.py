@@ -13,31 +13,34 @@ import pytest
 
 pytest.importorskip("samtranslator", reason="aws-sam-translator is in the test extra")
 
-from tests.support.deployment import evaluate_conditions, load_template, parameter_defaults  # noqa: E402
-from tests.support.sam import resolve, resources_of_type, translate  # noqa: E402
+from tests.support.deployment import load_template, parameter_defaults  # noqa: E402
+from tests.support.rules import refusals  # noqa: E402
+from tests.support.sam import lint_findings, resolve, resources_of_type, translate  # noqa: E402
 
 #: Lambda's largest ephemeral storage (/tmp) with SnapStart, in MB.
 SNAPSTART_MAX_EPHEMERAL_MB = 512
 
 
 def function(cfn: dict[str, Any], **parameters: str) -> dict[str, Any]:
-    ((_, resource),) = resources_of_type(cfn, "AWS::Lambda::Function").items()
+    resource = resources_of_type(cfn, "AWS::Lambda::Function")["SiglipTextFunction"]
     properties: dict[str, Any] = resolve(cfn, resource["Properties"], parameters)
     return properties
 
 
+def of_function(cfn: dict[str, Any], resource_type: str) -> tuple[str, dict[str, Any]]:
+    """The one resource of this type that SAM made for SiglipTextFunction (the per-request
+    function; Compute=managed-instances has its own)."""
+    ((logical_id, resource),) = (
+        (name, resource)
+        for name, resource in resources_of_type(cfn, resource_type).items()
+        if resource["Properties"].get("FunctionName") == {"Ref": "SiglipTextFunction"}
+    )
+    return logical_id, resource
+
+
 def refused_by_rules(cfn: dict[str, Any], **parameters: str) -> list[str]:
-    """The rules of the translated template whose assertion fails for these parameters."""
-    params = parameter_defaults(load_template(), **parameters)
-    refused = []
-    for name, rule in cfn.get("Rules", {}).items():
-        for assertion in rule["Assertions"]:
-            checks = {"Conditions": {"applies": rule.get("RuleCondition", True)}}
-            checks["Conditions"]["holds"] = assertion["Assert"]
-            verdict = evaluate_conditions(checks, params)
-            if verdict["applies"] and not verdict["holds"]:
-                refused.append(name)
-    return refused
+    """The rules of the translated template that refuse these parameters."""
+    return list(refusals(cfn, parameter_defaults(load_template(), **parameters)))
 
 
 def test_snapstart_is_off_by_default_and_on_published_versions_when_asked() -> None:
@@ -50,14 +53,14 @@ def test_snapstart_is_off_by_default_and_on_published_versions_when_asked() -> N
     # SnapStart applies to published versions only: the API invokes the "live" alias, which
     # points at a published version
     assert resources_of_type(on, "AWS::Lambda::Version")
-    (alias,) = resources_of_type(on, "AWS::Lambda::Alias").values()
+    _, alias = of_function(on, "AWS::Lambda::Alias")
     assert alias["Properties"]["Name"] == "live"
 
 
 def test_turning_snapstart_on_publishes_a_new_version() -> None:
     def version(**parameters: str) -> tuple[str, str]:
         cfn = translate(parameters)
-        ((logical_id, resource),) = resources_of_type(cfn, "AWS::Lambda::Version").items()
+        logical_id, resource = of_function(cfn, "AWS::Lambda::Version")
         return logical_id, json.dumps(resolve(cfn, resource["Properties"], parameters))
 
     assert version() != version(SnapStart="PublishedVersions")
@@ -84,10 +87,7 @@ def test_the_rules_refuse_snapstart_with_provisioned_concurrency() -> None:
 
 @pytest.mark.slow
 def test_the_translated_template_with_snapstart_passes_cfn_lint() -> None:
-    api = pytest.importorskip("cfnlint.api", reason="cfn-lint is in the test extra")
+    pytest.importorskip("cfnlint.api", reason="cfn-lint is in the test extra")
     cfn = translate({"SnapStart": "PublishedVersions"})
-    matches = api.lint(json.dumps(cfn), regions=["us-east-1"])
-    # W3011 (the function's UpdateReplacePolicy copied by SAM to what it makes) is the same
-    # with or without SnapStart: test_sam_translation.py accounts for it.
-    rest = [m for m in matches if m.rule.id != "W3011"]
+    rest = lint_findings(cfn)
     assert rest == [], "\n".join(str(m) for m in rest)
