@@ -57,6 +57,8 @@ class Settings(BaseSettings):
     auth_mode: Literal["none", "api-key"] = "none"
     api_key_secret_arn: str | None = None
     api_key_cache_seconds: int = Field(default=300, ge=0)
+    # A custom domain's base-path mapping (template.yaml's ApiBasePath), stripped by Mangum.
+    api_base_path: str | None = None
 
     @field_validator("model_dir", "model_manifest_path", "onnx_model_path", "tokenizer_path")
     @classmethod

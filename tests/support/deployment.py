@@ -139,6 +139,9 @@ def resolve(
                     return names[match.group(1)]
 
                 return re.sub(r"\$\{([A-Za-z0-9:.]+)\}", substitute, arg)
+            if key == "Fn::FindInMap":
+                mapping, top, second = (walk(v) for v in arg)
+                return load_template()["Mappings"][mapping][top][second]
             if key.startswith("Fn::"):
                 raise Unresolvable(key)
         if isinstance(item, dict):
@@ -151,12 +154,14 @@ def resolve(
     return walk(value)
 
 
+#: The function that serves the API (the template's other function is the deploy hook).
+SERVED_FUNCTION = "SiglipTextFunction"
+
+
 def function_resource(template: dict[str, Any]) -> dict[str, Any]:
-    functions = [
-        r for r in template["Resources"].values() if r["Type"] == "AWS::Serverless::Function"
-    ]
-    assert len(functions) == 1, "the template should define exactly one function"
-    return functions[0]
+    function: dict[str, Any] = template["Resources"][SERVED_FUNCTION]
+    assert function["Type"] == "AWS::Serverless::Function", function["Type"]
+    return function
 
 
 def function_environment(template: dict[str, Any], **overrides: str) -> dict[str, str]:

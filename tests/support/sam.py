@@ -176,6 +176,9 @@ def resolve(cfn: dict[str, Any], value: Any, parameters: dict[str, str] | None =
             if key == "Fn::Join":
                 separator, items = arg
                 return separator.join(str(v) for v in walk(items))
+            if key == "Fn::FindInMap":
+                mapping, top, second = (walk(v) for v in arg)
+                return cfn["Mappings"][mapping][top][second]
             if key.startswith("Fn::"):
                 raise ValueError(f"resolve: {key} is not supported")
         if isinstance(item, dict):
