@@ -92,7 +92,9 @@ def deployed(**parameters: str) -> dict[str, Any]:
 
 def _function(cfn: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     # the function that serves (the other one, the deploy hook, publishes no version)
-    return "SiglipTextFunction", resources_of_type(cfn, "AWS::Lambda::Function")["SiglipTextFunction"]
+    return "SiglipTextFunction", resources_of_type(cfn, "AWS::Lambda::Function")[
+        "SiglipTextFunction"
+    ]
 
 
 def versioned_configuration(cfn: dict[str, Any], parameters: dict[str, str]) -> dict[str, Any]:
@@ -225,7 +227,9 @@ def test_the_api_serves_the_functions_routes_through_the_live_alias() -> None:
 def test_gateway_errors_are_remapped_stage_throttling_429_and_failed_invokes_503() -> None:
     responses = _openapi(deployed())["x-amazon-apigateway-gateway-responses"]
     assert responses["THROTTLED"]["statusCode"] == "429"
-    assert responses["THROTTLED"]["responseParameters"]["gatewayresponse.header.Retry-After"] == "'1'"
+    assert (
+        responses["THROTTLED"]["responseParameters"]["gatewayresponse.header.Retry-After"] == "'1'"
+    )
     # any failure to invoke (a throttle, or a function that cannot run): retryable, no
     # claim of capacity (tests/unit/test_template_production.py)
     assert responses["INTEGRATION_FAILURE"]["statusCode"] == "503"
