@@ -21,6 +21,7 @@ import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -31,10 +32,50 @@ STANDIN_BASE = "public.ecr.aws/lambda/python:3.13"
 _BASE_LINE = re.compile(r"^(\s+BaseImage:\s*)(\S+)$", re.MULTILINE)
 
 
+#: Where .ci/run installs the SAM CLI: a virtual environment of its own, as it pins a click
+#: older than the one the project's tools (import-linter) need.
+SAM_CLI_VENV = ROOT / ".sam-cli"
+PROBE = Path(__file__).with_name("samcli_probe.py")
+
+
 def sam_executable() -> str | None:
-    """The `sam` of this environment (pip install aws-sam-cli), else one on PATH."""
-    beside = Path(sys.executable).with_name("sam")
-    return str(beside) if beside.is_file() else shutil.which("sam")
+    """The SAM CLI: $SIGLIP_SAM_CLI, .ci/run's .sam-cli/, beside this Python, or on PATH."""
+    for candidate in (
+        os.environ.get("SIGLIP_SAM_CLI"),
+        str(SAM_CLI_VENV / "bin" / "sam"),
+        str(Path(sys.executable).with_name("sam")),
+    ):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    return shutil.which("sam")
+
+
+def sam_python() -> str | None:
+    """The Python the SAM CLI runs with (its script's interpreter line)."""
+    sam = sam_executable()
+    if sam is None:
+        return None
+    first = Path(sam).read_bytes()[:512].split(b"\n", 1)[0].decode(errors="replace")
+    if first.startswith("#!") and "python" in first:
+        return first[2:].strip().split()[0]
+    beside = Path(sam).with_name("python")
+    return str(beside) if beside.exists() else None
+
+
+def samcli_probe(request: dict[str, Any]) -> Any:
+    """The SAM CLI's own answer to `request` (tests/support/samcli_probe.py)."""
+    python = sam_python()
+    assert python, "no SAM CLI: python3 -m venv .sam-cli && .sam-cli/bin/pip install aws-sam-cli"
+    done = subprocess.run(
+        [python, str(PROBE)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SAM_CLI_TELEMETRY": "0"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
 
 
 def project_copy(bundle: Path, where: Path, base_image: str = STANDIN_BASE) -> Path:

@@ -280,3 +280,25 @@ def test_a_custom_domains_base_path_reaches_the_function_and_its_version() -> No
     (version,) = stack.of_type("AWS::Lambda::Version").values()
     description = resolve(stack.cfn, version["Properties"]["Description"], stack.params)
     assert "ApiBasePath=embeddings/v2" in description
+
+
+def test_sizes_md_gives_each_size_the_smaller_of_its_time_and_response_bounds() -> None:
+    # GIVEN docs/sizes.md's table of safe inputs per request, and the measured query times
+    text = (ROOT / "docs" / "sizes.md").read_text()
+    section = text[text.index("## Inputs per request") :]
+    rows = re.findall(r"^\| ([\w-]+-(?:fp32|int8)) \|(.*)$", section, re.MULTILINE)
+    measured = per_input_ms()
+    assert {name for name, _ in rows} == set(measured)
+    dims = {"base": 768, "large": 1024, "so400m": 1152, "giant-opt": 1536}
+    response_bound = {768: 650, 1024: 490, 1152: 430, 1536: 325}
+    for name, rest in rows:
+        ms, by_time, by_response, safe = (
+            int(c.strip().replace(",", "")) for c in rest.strip(" |").split("|")
+        )
+        # THEN each row is today's measurement and the smaller bound, rounded down to 16
+        assert ms == round(measured[name]), name
+        assert by_time == int(20_000 // measured[name]), name
+        assert by_response == response_bound[dims[name.rsplit("-", 1)[0]]], name
+        assert safe == min(by_time, by_response) // 16 * 16, name
+        # AND the template's default is safe for it
+        assert int(load_template()["Parameters"]["MaxInputsPerRequest"]["Default"]) <= safe
