@@ -78,6 +78,9 @@ class Settings(BaseSettings):
             )
         return self
 
+    # A custom domain's base-path mapping (template.yaml's ApiBasePath), stripped by Mangum.
+    api_base_path: str | None = None
+
     @field_validator("model_dir", "model_manifest_path", "onnx_model_path", "tokenizer_path")
     @classmethod
     def _expand(cls, value: Path | None) -> Path | None:

@@ -1,9 +1,12 @@
-"""The function image, built from handler/Dockerfile and run as AWS Lambda runs it.
+"""The function image, built by `sam build` from template.yaml and run as AWS Lambda runs it.
 
-A Docker engine builds handler/Dockerfile, unchanged, on the stand-in base image of
-scripts/make_standin_base_image.sh (AWS's runtime interface client and emulator on Debian). .ci/run
-makes that image and builds the function image once with network, so that the builds here
-change only the bundle and code layers and run with ``--network none``. Each image then runs
+The SAM CLI builds the template's image functions (handler/Dockerfile, unchanged) from a copy
+of the project whose layers/model is the bundle under test, on the stand-in base image of
+scripts/make_standin_base_image.sh (AWS's runtime interface client and emulator on Debian),
+tests/support/sam_build.py; the other bundles (a private one, an exported one, a corrupted
+one) are built with `docker build --network none` and the template's build arguments. .ci/run
+makes the stand-in and builds the function image once with network, so that the builds here
+change only the bundle and code layers and need no network. Each image then runs
 ``--read-only --tmpfs /tmp --user 993:990 --network none`` with the template's environment
 (AuthMode=none: no Secrets Manager here), and every file in events/ goes to the Runtime
 Interface Emulator from inside the container (``docker exec``), never through a network: each
@@ -48,6 +51,7 @@ from tests.support.aws_lambda import LambdaContext, expected_status, imported_la
 from tests.support.events import event_files, for_model, request_texts
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
 from tests.support.sam import resolve, source_template, translate
+from tests.support.sam_build import STANDIN_BASE, project_copy, sam_build, sam_executable, tagged
 
 pytestmark = pytest.mark.slow  # the function image
 
@@ -273,7 +277,7 @@ class HostProcess:
 
 def _context_with(bundle: Path, tmp: Path) -> tuple[Path, str]:
     """A build context like the repository's (package, lock, .dockerignore) with `bundle`
-    under layers/, its files' modes kept."""
+    as layers/model (the only bundle .dockerignore lets in), its files' modes kept."""
     context = tmp / "context"
     shutil.copytree(
         ROOT / "handler" / "siglip_text",
@@ -283,17 +287,22 @@ def _context_with(bundle: Path, tmp: Path) -> tuple[Path, str]:
     (context / "layers" / "python").mkdir(parents=True)
     shutil.copy2(REQUIREMENTS, context / "layers" / "python" / REQUIREMENTS.name)
     shutil.copy2(ROOT / ".dockerignore", context / ".dockerignore")
-    name = f"bundle-{uuid.uuid4().hex[:8]}"
-    shutil.copytree(bundle, context / "layers" / name)
-    shutil.copystat(bundle, context / "layers" / name)
-    return context, f"layers/{name}"
+    shutil.copytree(bundle, context / "layers" / "model")
+    shutil.copystat(bundle, context / "layers" / "model")
+    return context, "layers/model"
 
 
 def build_arguments(model_dir: str) -> dict[str, str]:
-    """The build arguments `sam build` passes (the template's DockerBuildArgs) for a bundle."""
+    """The build arguments `sam build` passes (the template's DockerBuildArgs), on the
+    stand-in base (the template pins AWS's by digest), for a bundle."""
     function = source_template()["Resources"]["SiglipTextFunction"]
     args = resolve(source_template(), function["Metadata"]["DockerBuildArgs"], {})
-    return {**{k: str(v) for k, v in args.items()}, "MODEL_DIR": model_dir}
+    assert "@sha256:" in args["BASE_IMAGE"]
+    return {
+        **{k: str(v) for k, v in args.items()},
+        "BASE_IMAGE": STANDIN_BASE,
+        "MODEL_DIR": model_dir,
+    }
 
 
 def build_image(context: Path, model_dir: str, *, arch: str | None = None) -> str:
@@ -306,7 +315,7 @@ def build_image(context: Path, model_dir: str, *, arch: str | None = None) -> st
         # The base tag is the architecture: Docker's legacy builder given --platform looks its
         # intermediate images up for that platform and finds none (it records them as the
         # daemon's own), so the build follows the base image instead.
-        arguments["PYTHON_VERSION"] = f"{arguments['PYTHON_VERSION']}-{arch}"
+        arguments["BASE_IMAGE"] = f"{STANDIN_BASE}-{arch}"
     args = [f"--build-arg={k}={v}" for k, v in arguments.items()]
     done = _docker(
         "build", "--network=none", f"--file={DOCKERFILE}", *args, f"--tag={tag}",
@@ -322,6 +331,27 @@ def build_image(context: Path, model_dir: str, *, arch: str | None = None) -> st
     assert done.returncode == 0, f"docker build failed{hint}:\n{output[-4000:]}"
     FIGURES.setdefault("build_s", []).append(round(time.perf_counter() - started, 1))
     return tag
+
+
+def build_with_sam(bundle: Path, tmp: Path) -> str:
+    """`sam build` of the project with `bundle` as layers/model: the served function's image,
+    which the deploy hook's must be (one image, two commands)."""
+    if sam_executable() is None:
+        if IN_CI:
+            pytest.fail("no SAM CLI: .ci/run installs aws-sam-cli")
+        pytest.skip("no SAM CLI (pip install aws-sam-cli): `sam build` cannot run")
+    started = time.perf_counter()
+    result = sam_build(project_copy(bundle, tmp))
+    FIGURES.setdefault("sam_build_s", []).append(round(time.perf_counter() - started, 1))
+    assert "were not consumed" not in result.output, result.output[-3000:]
+    assert set(result.images) == {"SiglipTextFunction", "DeployHookFunction"}, result.images
+    # the two builds may differ in their config's timestamps, never in a layer: ECR stores
+    # one image's layers once, and the hook runs the bundle and code it checks
+    served, hook = (
+        _inspect(result.images[k]) for k in ("SiglipTextFunction", "DeployHookFunction")
+    )
+    assert hook["RootFS"]["Layers"] == served["RootFS"]["Layers"]
+    return tagged(result.images["SiglipTextFunction"])
 
 
 ARM64_BASE = "public.ecr.aws/lambda/python:3.13-arm64"
@@ -386,14 +416,14 @@ def run_bundle(built: list[str], request: pytest.FixtureRequest, tmp_path: Path)
 
     assert DOCKER or HOST_FALLBACK, f"no Docker engine and no host fallback: run {SETUP}"
 
-    def start(bundle: Path, *, from_repository: bool = False) -> Container | HostProcess:
+    def start(bundle: Path, *, by_sam: bool = False) -> Container | HostProcess:
         env = function_environment()
         if DOCKER:
-            if from_repository:
-                context, model_dir = ROOT, bundle.relative_to(ROOT).as_posix()
+            if by_sam:
+                tag = build_with_sam(bundle, tmp_path)
             else:
                 context, model_dir = _context_with(bundle, tmp_path)
-            tag = build_image(context, model_dir)
+                tag = build_image(context, model_dir)
             built.append(tag)
             return Container(tag, env)
         root = request.getfixturevalue("host_root")
@@ -512,8 +542,8 @@ def serves_every_event(function: Container | HostProcess, bundle: Path, label: s
 
 
 def test_demo_image_serves_every_event_read_only_as_a_non_root_user(run_bundle: Any) -> None:
-    # GIVEN the image built from the repository with the demo bundle, as `sam build` would
-    with run_bundle(DEMO, from_repository=True) as function:
+    # GIVEN the image `sam build` makes of the project with the demo bundle as layers/model
+    with run_bundle(DEMO, by_sam=True) as function:
         # WHEN every event is sent to the emulator in the container THEN each gets its answer
         serves_every_event(function, DEMO, "demo")
     if DOCKER:

@@ -139,6 +139,9 @@ def resolve(
                     return names[match.group(1)]
 
                 return re.sub(r"\$\{([A-Za-z0-9:.]+)\}", substitute, arg)
+            if key == "Fn::FindInMap":
+                mapping, top, second = (walk(v) for v in arg)
+                return load_template()["Mappings"][mapping][top][second]
             if key.startswith("Fn::"):
                 raise Unresolvable(key)
         if isinstance(item, dict):
@@ -151,14 +154,17 @@ def resolve(
     return walk(value)
 
 
+#: The function that serves the API (the template's other function is the deploy hook).
+SERVED_FUNCTION = "SiglipTextFunction"
+
+
 def function_resource(template: dict[str, Any]) -> dict[str, Any]:
     """The per-request function (Compute=lambda, the default); Compute=managed-instances
-    deploys SiglipTextManagedFunction instead (tests/unit/test_template_managed_instances.py)."""
-    functions = {
-        k: r for k, r in template["Resources"].items() if r["Type"] == "AWS::Serverless::Function"
-    }
-    assert set(functions) == {"SiglipTextFunction", "SiglipTextManagedFunction"}, set(functions)
-    return functions["SiglipTextFunction"]
+    deploys SiglipTextManagedFunction instead (tests/unit/test_template_managed_instances.py),
+    and the deploy hook is a third."""
+    function: dict[str, Any] = template["Resources"][SERVED_FUNCTION]
+    assert function["Type"] == "AWS::Serverless::Function", function["Type"]
+    return function
 
 
 def function_environment(template: dict[str, Any], **overrides: str) -> dict[str, str]:

@@ -110,8 +110,9 @@ def test_function_is_an_image_with_architecture_memory_and_admission_from_parame
 ) -> None:
     props = function["Properties"]
     assert props["PackageType"] == "Image"
-    assert props["Architectures"] == [{"Ref": "Architecture"}]
-    assert set(template["Parameters"]["Architecture"]["AllowedValues"]) == {"x86_64", "arm64"}
+    # the architecture is the Build mapping's, which `sam build` reads too (not a parameter)
+    assert props["Architectures"] == [{"Fn::FindInMap": ["Build", "Image", "Architecture"]}]
+    assert template["Mappings"]["Build"]["Image"]["Architecture"] in {"x86_64", "arm64"}
     assert props["MemorySize"] == {"Ref": "MemorySize"}
     assert "1,769 MB" in template["Parameters"]["MemorySize"]["Description"]
     assert props["ReservedConcurrentExecutions"] == {
@@ -138,12 +139,12 @@ def test_sam_builds_the_dockerfile_from_the_root_with_arguments_it_declares(
     # (that the Dockerfile consumes each of them: the image test builds with them)
     declared = set(re.findall(r"^ARG ([A-Z_]+)=", DOCKERFILE.read_text(), re.MULTILINE))
     assert set(build_args) <= declared
-    assert (ROOT / build_args["MODEL_DIR"]).is_dir()
-    # the bundle parameter accepts the demo and directories under layers/ (the build context)
-    pattern = re.compile(template["Parameters"]["ModelDir"]["AllowedPattern"])
-    for accepted in ("layers/model", "layers/model-large", "handler/siglip_text/demo"):
-        assert pattern.fullmatch(accepted)
-    assert not pattern.fullmatch("../elsewhere") and not pattern.fullmatch("/abs/model")
+    # the bundle is the Dockerfile's default, layers/model: not a parameter, so that the
+    # image `sam build` makes and the one `sam deploy` ships cannot differ
+    assert "MODEL_DIR" not in build_args
+    assert "ARG MODEL_DIR=layers/model\n" in DOCKERFILE.read_text()
+    assert (ROOT / "layers" / "model").is_dir()
+    assert not {"ModelDir", "Architecture"} & set(template["Parameters"])
 
 
 @pytest.mark.parametrize("auth_mode", ["none", "api-key"])
@@ -174,10 +175,17 @@ def test_every_stage_builds_on_the_lambda_python_base_image_the_template_names(
     function: dict[str, Any],
 ) -> None:
     # (the layers themselves, their order and modes are read from the built image)
-    version = function["Metadata"]["DockerBuildArgs"]["PYTHON_VERSION"]
-    assert re.fullmatch(r"3\.(1[2-9])", version)
     bases = re.findall(r"^FROM (\S+)", DOCKERFILE.read_text(), re.MULTILINE)
-    assert bases and set(bases) == {"public.ecr.aws/lambda/python:${PYTHON_VERSION}"}
+    assert bases and set(bases) == {"${BASE_IMAGE}"}
+    # AND the base is pinned by digest, the same in the Dockerfile and the template (which
+    # passes it to `sam build`); a build may override it (the stand-in base in tests)
+    (default,) = re.findall(r"^ARG BASE_IMAGE=(\S+)$", DOCKERFILE.read_text(), re.MULTILINE)
+    assert re.fullmatch(r"public\.ecr\.aws/lambda/python:3\.1[2-9]@sha256:[0-9a-f]{64}", default)
+    template = load_template()
+    assert function["Metadata"]["DockerBuildArgs"]["BASE_IMAGE"] == {
+        "Fn::FindInMap": ["Build", "Image", "BaseImage"]
+    }
+    assert template["Mappings"]["Build"]["Image"]["BaseImage"] == default
 
 
 # --- the API: routes and gateway responses -------------------------------------------------
@@ -218,18 +226,23 @@ def gateway_responses(template: dict[str, Any]) -> dict[str, Any]:
     return template["Resources"]["SiglipTextApi"]["Properties"]["GatewayResponses"]
 
 
-def test_stage_throttling_and_a_throttled_lambda_reach_clients_as_429_with_retry_after(
+def test_stage_throttling_is_a_429_and_a_failed_invoke_a_503_that_claims_no_capacity(
     template: dict[str, Any],
 ) -> None:
     responses = gateway_responses(template)
-    # THROTTLED: stage throttling; INTEGRATION_FAILURE: how a throttled Lambda (reserved
-    # concurrency reached) reaches a proxy integration, otherwise answered with a 500.
-    for kind in ("THROTTLED", "INTEGRATION_FAILURE"):
-        assert responses[kind]["StatusCode"] == "429", kind
-        assert responses[kind]["ResponseParameters"]["Headers"]["Retry-After"] == "'1'", kind
-        body = render(responses[kind]["ResponseTemplates"]["application/json"])
-        assert body["error"]["type"] == "rate_limit_error"
-        assert body["error"]["code"] == "rate_limit_exceeded"
+    # THROTTLED: stage throttling, a 429 with Retry-After
+    assert responses["THROTTLED"]["StatusCode"] == "429"
+    assert responses["THROTTLED"]["ResponseParameters"]["Headers"]["Retry-After"] == "'1'"
+    body = render(responses["THROTTLED"]["ResponseTemplates"]["application/json"])
+    assert body["error"]["code"] == "rate_limit_exceeded"
+    # INTEGRATION_FAILURE: any failure to invoke (a throttled function, but also one that
+    # cannot run): retryable (OpenAI clients retry 5xx), without a claim of capacity
+    failure = responses["INTEGRATION_FAILURE"]
+    assert failure["StatusCode"] == "503"
+    body = render(failure["ResponseTemplates"]["application/json"])
+    assert body["error"]["type"] == "server_error"
+    assert body["error"]["code"] == "service_unavailable"
+    assert "at capacity" not in body["error"]["message"]
     assert responses["INTEGRATION_TIMEOUT"]["StatusCode"] == "504"
     assert responses["REQUEST_TOO_LARGE"]["StatusCode"] == "413"
     assert {"DEFAULT_4XX", "DEFAULT_5XX"} <= set(responses)
@@ -298,9 +311,18 @@ def test_conditions_follow_the_parameters(template: dict[str, Any]) -> None:
 #: What each frontend's alarms watch beyond Lambda's Throttles and Errors: its 5xx count and
 #: its p99 latency. A function URL has no API Gateway metrics; Lambda publishes Url* metrics.
 FRONTEND_METRICS = {
-    "rest-api": {("AWS/ApiGateway", "5XXError"), ("AWS/ApiGateway", "Latency")},
+    "rest-api": {
+        ("AWS/ApiGateway", "5XXError"),
+        ("AWS/ApiGateway", "Latency"),
+        ("SiglipText", "GatewayInvokeFailures"),  # from the access log: failed invokes
+    },
     "function-url": {("AWS/Lambda", "Url5xxCount"), ("AWS/Lambda", "UrlRequestLatency")},
 }
+
+
+def metric_name(name: str | dict[str, str]) -> str:
+    """A metric's name; one the stack publishes itself is prefixed with the stack's name."""
+    return name if isinstance(name, str) else name["Fn::Sub"].removeprefix("${AWS::StackName}-")
 
 
 @pytest.mark.parametrize("frontend", sorted(FRONTEND_METRICS))
@@ -313,17 +335,19 @@ def test_alarms_watch_throttles_errors_5xx_and_p99_latency_of_the_chosen_fronten
         for r in template["Resources"].values()
         if r["Type"] == "AWS::CloudWatch::Alarm" and conditions.get(r.get("Condition"), True)
     ]
-    watched = {(a["Namespace"], a["MetricName"]) for a in alarms}
+    watched = {(a["Namespace"], metric_name(a["MetricName"])) for a in alarms}
     lambda_metrics = {("AWS/Lambda", "Throttles"), ("AWS/Lambda", "Errors")}
     assert watched == lambda_metrics | FRONTEND_METRICS[frontend]
-    latency = [a for a in alarms if "Latency" in a["MetricName"]]
+    latency = [a for a in alarms if "Latency" in metric_name(a["MetricName"])]
     assert len(latency) == 1 and latency[0]["ExtendedStatistic"] == "p99"
     assert latency[0]["Threshold"] == {"Ref": "LatencyP99AlarmMs"}
     api_name = template["Resources"]["SiglipTextApi"]["Properties"]["Name"]
     for alarm in alarms:
-        dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+        dimensions = {d["Name"]: d["Value"] for d in alarm.get("Dimensions", [])}
         if alarm["Namespace"] == "AWS/ApiGateway":
             assert dimensions["ApiName"] == api_name  # else the alarm watches nothing
+        elif alarm["Namespace"] == "SiglipText":  # the access log's metric, per stack
+            assert dimensions == {}
         else:
             assert dimensions == {"FunctionName": SERVING_FUNCTION}
 
@@ -373,7 +397,6 @@ def test_dockerignore_sends_the_copied_files_and_nothing_else() -> None:
     for kept in (
         "layers/python/requirements.txt",
         "layers/model/manifest.json",
-        "layers/model-large/text_model.onnx.data",
         "handler/siglip_text/lambda_function.py",
         "handler/siglip_text/demo/tokenizer.json",
     ):
@@ -381,6 +404,8 @@ def test_dockerignore_sends_the_copied_files_and_nothing_else() -> None:
     for left_out in (
         ".venv/lib/python3.11/site-packages/numpy/__init__.py",
         ".git/HEAD",
+        # another bundle: only layers/model goes to the builder (gigabytes each)
+        "layers/model-large/text_model.onnx.data",
         ".wheelhouse/numpy.whl",
         "tests/conftest.py",
         "handler/siglip_text/__pycache__/api.cpython-313.pyc",

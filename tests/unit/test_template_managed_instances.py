@@ -42,12 +42,16 @@ MANAGED_PARAMETERS = {
     "Timeout": "60",
     "CacheSize": "1000",
     "ApiKeyCacheSeconds": "60",
-    "MaxInputsPerRequest": "64",
+    "MaxInputsPerRequest": "32",
     "LogLevel": "DEBUG",
-    "EnableTracing": "true",
+    "Tracing": "Active",
     "TokenIdInputs": "accept",
+    "ApiKeyMaxStalenessSeconds": "1800",
+    "ApiBasePath": "embeddings",
 }
 VERSION_DESCRIPTION_MAX = 256
+#: The architecture the Build mapping gives the image and every function.
+BUILD_ARCHITECTURE = source_template()["Mappings"]["Build"]["Image"]["Architecture"]
 
 
 @dataclass
@@ -115,7 +119,6 @@ def test_a_new_capacity_provider_runs_the_function_with_its_concurrency_set() ->
 def test_the_capacity_provider_has_the_network_instance_types_scaling_and_operator_role() -> None:
     stack = deploy(
         **NEW,
-        Architecture="arm64",
         AllowedInstanceTypes="c8g.*,m8g.*",
         CapacityProviderMaxVCpus="64",
     )
@@ -124,7 +127,7 @@ def test_the_capacity_provider_has_the_network_instance_types_scaling_and_operat
     provider = stack.properties(provider_id)
     assert provider["VpcConfig"] == {"SubnetIds": SUBNETS, "SecurityGroupIds": GROUPS}
     assert provider["InstanceRequirements"] == {
-        "Architectures": ["arm64"],
+        "Architectures": [BUILD_ARCHITECTURE],
         "AllowedInstanceTypes": "c8g.*,m8g.*",
     }
     assert provider["CapacityProviderScalingConfig"] == {
@@ -140,15 +143,15 @@ def test_the_capacity_provider_has_the_network_instance_types_scaling_and_operat
     ]
     (statement,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert statement["Principal"] == {"Service": "lambda.amazonaws.com"}
-    # the function runs on the provider's architecture
-    assert stack.properties("SiglipTextManagedFunction")["Architectures"] == ["arm64"]
+    # the function runs on the provider's architecture, the image's (the Build mapping)
+    assert stack.properties("SiglipTextManagedFunction")["Architectures"] == [BUILD_ARCHITECTURE]
 
 
 def test_lambda_chooses_the_instances_and_scaling_when_they_are_not_given() -> None:
     stack = deploy(**NEW, CapacityProviderOperatorRoleArn="arn:aws:iam::123456789012:role/ops")
 
     provider = stack.properties("ManagedInstancesCapacityProvider")
-    assert provider["InstanceRequirements"] == {"Architectures": ["x86_64"]}
+    assert provider["InstanceRequirements"] == {"Architectures": [BUILD_ARCHITECTURE]}
     assert provider["CapacityProviderScalingConfig"] == {"ScalingMode": "Auto"}
     assert provider["PermissionsConfig"] == {
         "CapacityProviderOperatorRoleArn": "arn:aws:iam::123456789012:role/ops"
@@ -177,7 +180,13 @@ def test_an_existing_capacity_provider_is_used_by_arn_and_none_is_created() -> N
 
     assert _lmi_config(stack)["CapacityProviderArn"] == SHARED
     assert not stack.of_type("AWS::Lambda::CapacityProvider")
-    assert not stack.of_type("AWS::IAM::Role").keys() - {"SiglipTextManagedFunctionRole"}
+    # no operator role: the account's API Gateway logging role and SAM's CodeDeploy role
+    # are the stack's whatever the compute
+    assert not stack.of_type("AWS::IAM::Role").keys() - {
+        "SiglipTextManagedFunctionRole",
+        "ApiGatewayCloudWatchRole",
+        "CodeDeployServiceRole",
+    }
 
 
 @pytest.mark.parametrize("frontend", ["rest-api", "function-url"])
@@ -207,7 +216,10 @@ def test_the_frontends_alarms_and_outputs_follow_the_managed_function(frontend: 
 def test_compute_lambda_creates_nothing_of_managed_instances() -> None:
     stack = deploy()
 
-    assert set(stack.of_type("AWS::Lambda::Function")) == {"SiglipTextFunction"}
+    assert set(stack.of_type("AWS::Lambda::Function")) == {
+        "SiglipTextFunction",
+        "DeployHookFunction",
+    }
     assert not stack.of_type("AWS::Lambda::CapacityProvider")
     assert "ManagedInstancesOperatorRole" not in stack.created
 
@@ -298,14 +310,15 @@ def test_the_managed_version_description_fits_with_the_longest_values() -> None:
         "MemoryGiBPerVCpu": "8",
         "PerExecutionEnvironmentMaxConcurrency": "1600",
         "Timeout": "900",
-        "ApiKeyCacheSeconds": str(2**31 - 1),
-        "MaxInputsPerRequest": "100000",
-        "CacheSize": str(2**31 - 1),
+        "ApiKeyCacheSeconds": "3600",
+        "MaxInputsPerRequest": "2048",
+        "CacheSize": "1000000",
         "LogLevel": "WARNING",
-        "EnableTracing": "false",
+        "Tracing": "Disabled",
         "TokenIdInputs": "reject",
-        "Architecture": "x86_64",
         "AuthMode": "api-key",
+        "ApiKeyMaxStalenessSeconds": "86400",
+        "ApiBasePath": "b" * 32,
     }
 
     _, properties = _version(deploy(**longest))
@@ -316,7 +329,7 @@ def test_the_managed_version_description_fits_with_the_longest_values() -> None:
 @pytest.mark.slow
 def test_translated_managed_instances_templates_pass_cfn_lint() -> None:
     pytest.importorskip("cfnlint.api", reason="cfn-lint is in the test extra")
-    for params in (NEW, EXISTING, {**NEW, "Frontend": "function-url", "Architecture": "arm64"}):
+    for params in (NEW, EXISTING, {**NEW, "Frontend": "function-url"}):
         cfn = translate(params)
         rest = lint_findings(cfn)
         assert rest == [], "\n".join(str(m) for m in rest)
