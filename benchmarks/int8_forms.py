@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The int8 weight forms side by side at a base tower's matrix shapes (docs/cpus.md).
 
-    python benchmarks/int8_forms.py [--tokens 64] [--runs 200]
-    python benchmarks/int8_forms.py --bundle today=DIR --bundle int7=DIR [--runs 60]
+    python -m benchmarks.int8_forms [--tokens 64] [--runs 200]
+    python -m benchmarks.int8_forms --bundle today=DIR --bundle int7=DIR [--runs 60]
 
 With ``--bundle``: whole towers instead, one text per query (the ONNX Runtime session as
 init builds it, without init's self-check, so that a full-range int8 bundle can be timed on
@@ -146,9 +146,9 @@ def main() -> int:
     # exactness: the products against numpy's int64 arithmetic on the same uint8 activations
     exact = {}
     x = feeds["x0"]
-    low, high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
-    scale = (high - low) / 255
-    zero = int(np.clip(np.rint(-low / scale), 0, 255))
+    x_low, x_high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    scale = (x_high - x_low) / 255
+    zero = int(np.clip(np.rint(-x_low / scale), 0, 255))
     xq = np.clip(np.rint(x / scale) + zero, 0, 255).astype(np.int64)
     for form, session in sessions.items():
         got = session.run(None, feeds)[0].astype(np.int64)

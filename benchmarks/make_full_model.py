@@ -2,8 +2,8 @@
 """A full-size SigLIP 2 text tower with random weights, exported fp32 and int8. Export extra.
 
     pip install torch==2.13.0 -e '.[export]'
-    python benchmarks/make_full_model.py                 # base: ~1.1 GB fp32, ~0.3 GB int8
-    python benchmarks/make_full_model.py --size large    # external data (> 2 GB)
+    python -m benchmarks.make_full_model                 # base: ~1.1 GB fp32, ~0.3 GB int8
+    python -m benchmarks.make_full_model --size large    # external data (> 2 GB)
 
 No weights are downloaded: the checkpoint is the real architecture of the SigLIP 2 text
 tower (vocabulary 256,000, 64 positions; base: hidden 768, 12 layers, MLP 3072, 12 heads)
@@ -31,11 +31,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+from siglip_text.tools.texts import MAX_LENGTH
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 20261201
 VOCAB_SIZE = 256_000
-MAX_LENGTH = 64
 #: A stand-in commit SHA (the manifest requires one): sha1 of the script's purpose.
 REVISION = hashlib.sha1(b"siglip-text random-weight benchmark model").hexdigest()
 
@@ -107,7 +109,7 @@ def default_cache() -> Path:
     return Path(os.environ.get("SIGLIP_BENCH_CACHE", "~/.cache/siglip-text/bench")).expanduser()
 
 
-def build_tokenizer(vocab_size: int = VOCAB_SIZE, *, seed: int = SEED):
+def build_tokenizer(vocab_size: int = VOCAB_SIZE, *, seed: int = SEED) -> Any:
     """A Gemma-style BPE of exactly ``vocab_size`` entries, its merges generated directly.
 
     Ids: the four specials, the 256 byte tokens, every character of the alphabets (Latin,
@@ -191,7 +193,7 @@ def _bpe(pieces: list[str], ranks: dict[tuple[str, str], int]) -> list[str]:
     return pieces
 
 
-def real_tokenizer(path: Path):
+def real_tokenizer(path: Path) -> Any:
     """A real Gemma ``tokenizer.json`` (e.g. ``../shared/fixtures/gemma-tokenizer``) made
     consistent with SigLIP 2: ``$A <eos>`` instead of Gemma's ``<bos> $A`` (what a
     transformers 4 ``save_pretrained`` of the SigLIP 2 tokenizer writes)."""
@@ -214,7 +216,7 @@ def build_checkpoint(
     from transformers import PreTrainedTokenizerFast, SiglipConfig, SiglipModel
 
     began = time.perf_counter()
-    tokenizer = PreTrainedTokenizerFast(
+    tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=real_tokenizer(tokenizer_file) if tokenizer_file else build_tokenizer(),
         pad_token="<pad>",
         eos_token="<eos>",
@@ -249,7 +251,7 @@ def build_checkpoint(
         },
     )
     began = time.perf_counter()
-    model = SiglipModel(config).eval()
+    model = SiglipModel(config).eval()  # type: ignore[no-untyped-call]
     with torch.no_grad():
         # Initialization leaves LayerNorms at identity and biases at zero; give them values
         # so that a bug in any of them shows up in the export check.

@@ -52,7 +52,7 @@ from .memory import release_memory
 from .onnx_export import external_data_path
 from .ort_optimize import optimize_graph
 from .state import ExportState, log
-from .tokenizer import apply_contract, check_vocabulary
+from .tokenizer import apply_contract, check_vocabulary, contract_tokens
 from .tower_graph import CHILD_PROCESS_BYTES, build_graph, build_graph_in_child
 
 
@@ -92,6 +92,10 @@ def tokenizer(state: ExportState) -> None:
     lowercase = state.options.lowercase
     source = file_tokenizer(checkpoint)
     check_vocabulary(source, rows=checkpoint.embedding_rows)
+    try:
+        contract_tokens(source)
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
     state.contract_ids = contract_token_ids(
         source, EDGE_CASE_TEXTS, lowercase=lowercase, max_length=MAX_LENGTH
     )
