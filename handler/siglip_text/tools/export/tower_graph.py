@@ -94,8 +94,8 @@ def build_graph_in_child(spec: Any, path: Path, **options: Any) -> GraphBuild:
     layer's weights stay alive, unreachable from Python; a plain ``torch.nn.LayerNorm`` with
     an attribute set on its parameter, as transformers sets ``_is_hf_initialized``, leaks
     too). The tower's weights, memory-mapped from the checkpoint, then stay resident for
-    the rest of the export: 2.8 GB for so400m, beside the quantizer's copies. A process
-    that exits returns all of it. The caller drops its own tower before this starts, and
+    the rest of the export, beside the quantizer's copies (docs/sizes.md). A process that
+    exits returns all of it. The caller drops its own tower before this starts, and
     uses this for int8 (export.pipeline): an fp32 export peaks in the trace itself, and a
     child beside the caller holds more then than the caller alone.
     """
@@ -136,9 +136,9 @@ def fuse_graph(path: Path, *, layers: int, heads: int, hidden: int) -> dict[str,
 
     options = FusionOptions("bert")
     options.enable_embed_layer_norm = False  # SigLIP has no token-type embedding
-    # SkipLayerNormalization (residual Add + LayerNorm in one kernel) measured slower than
-    # the Add and LayerNormalization it replaces on ONNX Runtime 1.32's CPU kernels: 23
-    # of them took 10 to 12 ms of a 1-thread int8 query, the unfused pair about 3 ms.
+    # SkipLayerNormalization (residual Add + LayerNorm in one kernel) is slower than the Add
+    # and LayerNormalization it replaces on ONNX Runtime's CPU kernels (docs/performance.md,
+    # the levers measured).
     options.enable_skip_layer_norm = False
     options.enable_bias_skip_layer_norm = False
     import onnx
