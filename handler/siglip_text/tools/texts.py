@@ -1,6 +1,6 @@
 """The texts the tools share: the contract's edge cases and a synthetic caption grammar.
 
-Standard library only (``bench`` imports it). `MAX_LENGTH` is the contract's token length.
+Standard library only (``load_test`` imports it). `MAX_LENGTH` is the contract's token length.
 Export checks every bundle on `EDGE_CASE_TEXTS`;
 the int8 fidelity corpus, the benchmarks and ``bench`` use `synthetic_captions` and
 `CAPTION_WORDS`.
@@ -83,7 +83,7 @@ def synthetic_captions(count: int, *, seed: int) -> list[str]:
     return texts
 
 
-#: Every word of the caption grammar, in order (the vocabulary of ``bench``'s random texts).
+#: Every word of the caption grammar, in order (the vocabulary of ``load-test``'s random texts).
 CAPTION_WORDS: list[str] = [
     word for words in CAPTION_WORDS_BY_KIND.values() for word in words.split()
 ]
