@@ -33,6 +33,7 @@ from typing import Any
 
 from ...bundle import GraphBuild
 from ..errors import ToolError
+from .checkpoint import SourceSpec, load_checkpoint
 from .fusible import tower_shape
 from .memory import release_memory
 from .onnx_export import (
@@ -84,7 +85,7 @@ def build_graph(
 CHILD_PROCESS_BYTES = 256 * 1024**2
 
 
-def build_graph_in_child(spec: Any, path: Path, **options: Any) -> GraphBuild:
+def build_graph_in_child(spec: SourceSpec, path: Path, **options: Any) -> GraphBuild:
     """`build_graph` in a child process that loads the tower from ``spec`` itself and exits
     once the graph is written (``options``: `build_graph`'s): the same files, without what
     the trace leaves behind here.
@@ -96,7 +97,7 @@ def build_graph_in_child(spec: Any, path: Path, **options: Any) -> GraphBuild:
     too). The tower's weights, memory-mapped from the checkpoint, then stay resident for
     the rest of the export, beside the quantizer's copies (docs/sizes.md). A process that
     exits returns all of it. The caller drops its own tower before this starts, and
-    uses this for int8 (export.pipeline): an fp32 export peaks in the trace itself, and a
+    uses this for int8 (export.steps.graph): an fp32 export peaks in the trace itself, and a
     child beside the caller holds more then than the caller alone.
     """
     import multiprocessing
@@ -107,9 +108,7 @@ def build_graph_in_child(spec: Any, path: Path, **options: Any) -> GraphBuild:
         return pool.submit(_child_build, spec, path, options).result()
 
 
-def _child_build(spec: Any, path: Path, options: dict[str, Any]) -> GraphBuild:
-    from .checkpoint import load_checkpoint
-
+def _child_build(spec: SourceSpec, path: Path, options: dict[str, Any]) -> GraphBuild:
     return build_graph(load_checkpoint(spec, tokenizer=False).release_tower(), path, **options)
 
 
