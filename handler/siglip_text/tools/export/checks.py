@@ -144,6 +144,7 @@ class Fp32Vectors:
 
     corpus_size: int
     queries: int
+    query_texts: tuple[str, ...]
     corpus: np.ndarray
     query_vectors: np.ndarray
     edge_cases: np.ndarray
@@ -151,11 +152,14 @@ class Fp32Vectors:
 
 def fp32_fidelity_vectors(fp32: EmbeddingService, *, corpus_size: int, queries: int) -> Fp32Vectors:
     """The synthetic corpus (seed 1), the queries (seed 2) and EDGE_CASE_TEXTS, with fp32."""
+    corpus = synthetic_captions(corpus_size, seed=1)
+    query_texts = synthetic_captions(queries, seed=2)
     return Fp32Vectors(
         corpus_size=corpus_size,
         queries=queries,
-        corpus=fp32.embed_texts(synthetic_captions(corpus_size, seed=1)).vectors,
-        query_vectors=fp32.embed_texts(synthetic_captions(queries, seed=2)).vectors,
+        query_texts=tuple(query_texts),
+        corpus=fp32.embed_texts(corpus).vectors,
+        query_vectors=fp32.embed_texts(query_texts).vectors,
         edge_cases=fp32.embed_texts(EDGE_CASE_TEXTS).vectors,
     )
 
@@ -170,7 +174,7 @@ def measure_int8_fidelity(
     int8 query vectors. ``fp32_vs_pytorch``: the fp32 graph's own check, recorded beside it.
     """
     corpus, reference = fp32.corpus, fp32.query_vectors
-    ours = int8.embed_texts(synthetic_captions(fp32.queries, seed=2)).vectors
+    ours = int8.embed_texts(list(fp32.query_texts)).vectors
     cosine = compare_vectors(
         np.concatenate([int8.embed_texts(EDGE_CASE_TEXTS).vectors, ours]),
         np.concatenate([fp32.edge_cases, reference]),
