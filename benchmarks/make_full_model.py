@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from siglip_text.bundle import load_manifest
 from siglip_text.tools.texts import MAX_LENGTH
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -344,18 +345,18 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             print(f"[full-model] reusing {out}", file=sys.stderr)
-        manifest = json.loads((out / "manifest.json").read_text())
-        record["export_s"] = manifest.get("export_seconds")
-        record["files_mb"] = {k: round(v["size"] / 1e6, 1) for k, v in manifest["files"].items()}
-        record["total_mb"] = round(sum(v["size"] for v in manifest["files"].values()) / 1e6, 1)
-        record["vs_pytorch"] = manifest["export_check"]["vs_pytorch"]
-        if "fidelity" in manifest:
+        manifest = load_manifest(out / "manifest.json")
+        sizes = {name: entry.size or 0 for name, entry in manifest.files.items()}
+        record["export_s"] = manifest.export_seconds
+        record["files_mb"] = {name: round(size / 1e6, 1) for name, size in sizes.items()}
+        record["total_mb"] = round(sum(sizes.values()) / 1e6, 1)
+        if manifest.export_check is not None:
+            record["vs_pytorch"] = manifest.export_check.vs_pytorch.model_dump(exclude_none=True)
+        if manifest.fidelity is not None:
             record["int8_vs_fp32"] = {
-                "cosine": manifest["fidelity"]["cosine"],
-                "top10_overlap": manifest["fidelity"]["top10_overlap"],
-                "corpus_mean_pairwise_cosine": manifest["fidelity"].get(
-                    "corpus_mean_pairwise_cosine"
-                ),
+                "cosine": manifest.fidelity.cosine.model_dump(exclude_none=True),
+                "top10_overlap": manifest.fidelity.top10_overlap.model_dump(exclude_none=True),
+                "corpus_mean_pairwise_cosine": manifest.fidelity.corpus_mean_pairwise_cosine,
             }
         results[precision] = record
     print(json.dumps(results, indent=2))

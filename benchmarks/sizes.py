@@ -38,6 +38,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from siglip_text.bundle import load_manifest
+
 from benchmarks.cost import (
     FRONTEND_LABEL,
     FRONTEND_USD_PER_MILLION,
@@ -95,14 +97,14 @@ def image_figures(bundle: Path) -> dict[str, Any]:
 
 
 def measure(bundle: Path, *, runs: int, image: bool) -> dict[str, Any]:
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    files = {name: entry["size"] for name, entry in manifest["files"].items()}
+    manifest = load_manifest(bundle / "manifest.json")
+    files = {name: entry.size or 0 for name, entry in manifest.files.items()}
     record: dict[str, Any] = {
         "bundle": str(bundle),
-        "precision": manifest.get("precision") or "fp32",
-        "dimension": manifest["embedding_dimension"],
+        "precision": manifest.precision or "fp32",
+        "dimension": manifest.embedding_dimension,
         "bundle_mb": round(sum(files.values()) / 1e6, 1),
-        "memory": manifest.get("memory"),
+        "memory": manifest.memory.model_dump() if manifest.memory is not None else None,
     }
     record["cached_after_eviction_mb"] = (
         None if (left := evict(bundle)) is None else round(left / 1e6, 1)
