@@ -75,10 +75,12 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=50)
     args = parser.parse_args()
 
+    from siglip_text.bundle import load_manifest
+
     from devkit.events import for_model  # the event, asking for the bundle's model
     from devkit.sam import resolve, resources_of_type, translate
 
-    model = json.loads((args.bundle / "manifest.json").read_text())["repository"]
+    model = load_manifest(args.bundle / "manifest.json").repository
     event = json.dumps(for_model(json.loads(args.event.read_text()), model))
     cfn = translate({"AuthMode": "none"})
     ((_, function),) = resources_of_type(cfn, "AWS::Lambda::Function").items()
