@@ -10,7 +10,7 @@ a CPU where init refuses it), bundles interleaved with rotating order; ratios to
 
 One graph per form: ``DynamicQuantizeLinear`` of float activations [tokens, 768], then
 ``MatMulInteger`` with constant weights [768, 3072] and [3072, 768] (a base layer's MLP), as
-``quantize_dynamic`` writes them: int8 (-127..127, today's), int7 (-64..64, the default) and
+``quantize_dynamic`` writes them: int8 (-127..127, full range), int7 (-64..64, the default) and
 uint8 (U8U8). ONNX Runtime's graph optimizations are on, as in a bundle. Prints the median
 time of each form, interleaved round by round, and the ratio to int8; the results of the
 int8 form are compared with exact integer arithmetic (numpy) to show whether this CPU's
