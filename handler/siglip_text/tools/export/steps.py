@@ -57,11 +57,11 @@ from .tower_graph import CHILD_PROCESS_BYTES, build_graph, build_graph_in_child
 
 
 class Step(NamedTuple):
-    """One named step and the timing (``ExportReport.timings``) its seconds add to."""
+    """One step (a function of this module, named for what it makes) and the timing
+    (``ExportReport.timings``) its seconds add to."""
 
-    name: str
-    timing: str
     run: Callable[[ExportState], None]
+    timing: str
 
 
 def load(state: ExportState) -> None:
@@ -240,25 +240,25 @@ def self_check(state: ExportState) -> None:
 
 
 FP32_STEPS = (
-    Step("load", "load_s", load),
-    Step("tokenizer", "tokenizer_s", tokenizer),
-    Step("reference", "check_s", reference),
-    Step("graph", "onnx_export_s", graph),
-    Step("optimize", "optimize_s", optimize),
-    Step("check_fp32", "check_s", check_fp32),
-    Step("self_check", "check_s", self_check),
+    Step(load, "load_s"),
+    Step(tokenizer, "tokenizer_s"),
+    Step(reference, "check_s"),
+    Step(graph, "onnx_export_s"),
+    Step(optimize, "optimize_s"),
+    Step(check_fp32, "check_s"),
+    Step(self_check, "check_s"),
 )
 INT8_STEPS = (
-    Step("load", "load_s", load),
-    Step("tokenizer", "tokenizer_s", tokenizer),
-    Step("reference", "check_s", reference),
-    Step("graph", "onnx_export_s", graph),
-    Step("check_fp32", "check_s", check_fp32),
-    Step("fp32_vectors", "fidelity_s", fp32_vectors),
-    Step("quantize", "quantize_s", quantize),
-    Step("optimize", "optimize_s", optimize),
-    Step("check_int8", "fidelity_s", check_int8),
-    Step("self_check", "check_s", self_check),
+    Step(load, "load_s"),
+    Step(tokenizer, "tokenizer_s"),
+    Step(reference, "check_s"),
+    Step(graph, "onnx_export_s"),
+    Step(check_fp32, "check_s"),
+    Step(fp32_vectors, "fidelity_s"),
+    Step(quantize, "quantize_s"),
+    Step(optimize, "optimize_s"),
+    Step(check_int8, "fidelity_s"),
+    Step(self_check, "check_s"),
 )
 
 
