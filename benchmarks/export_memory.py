@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Peak memory and wall time of ``siglip-text export``, per size and precision. Export extra.
 
-    python benchmarks/export_memory.py --size so400m --tokenizer TOKENIZER_JSON
-    python benchmarks/export_memory.py --size base --size so400m --precision int8
-    PYTHONPATH=OTHER_CHECKOUT/handler python benchmarks/export_memory.py ...   # another version
+    python -m benchmarks.export_memory --size so400m --tokenizer TOKENIZER_JSON
+    python -m benchmarks.export_memory --size base --size so400m --precision int8
+    PYTHONPATH=OTHER_CHECKOUT/handler python -m benchmarks.export_memory ...   # another version
 
 Each export runs as a child process (``python -m siglip_text.cli export``) on the
 random-weight checkpoint of ``make_full_model.py`` (built into the cache when missing), one
@@ -29,9 +29,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import make_full_model  # noqa: E402
+from benchmarks import make_full_model
 
 BUNDLE_FILES = ("text_model.onnx", "text_model.onnx.data", "tokenizer.json")
 

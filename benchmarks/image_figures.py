@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Init time, warm latency and size of the function image, run as Lambda runs it.
 
-    python benchmarks/image_figures.py --bundle handler/siglip_text/demo
-    python benchmarks/image_figures.py --bundle ~/.cache/siglip-text/bench/bundles/siglip2-base-random-gemma-fp32
+    python -m benchmarks.image_figures --bundle handler/siglip_text/demo
+    python -m benchmarks.image_figures --bundle ~/.cache/siglip-text/bench/bundles/siglip2-base-random-gemma-fp32
 
 Builds handler/Dockerfile with the bundle (a copy of the package, the lock and the bundle as
 the build context; the dependency layer comes from the Docker cache when it is there), runs
@@ -75,11 +75,12 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=50)
     args = parser.parse_args()
 
-    sys.path.insert(0, str(ROOT))
-    from tests.support.events import for_model  # the event, asking for the bundle's model
-    from tests.support.sam import resolve, resources_of_type, translate
+    from siglip_text.bundle import load_manifest
 
-    model = json.loads((args.bundle / "manifest.json").read_text())["repository"]
+    from devkit.events import for_model  # the event, asking for the bundle's model
+    from devkit.sam import resolve, resources_of_type, translate
+
+    model = load_manifest(args.bundle / "manifest.json").repository
     event = json.dumps(for_model(json.loads(args.event.read_text()), model))
     cfn = translate({"AuthMode": "none"})
     ((_, function),) = resources_of_type(cfn, "AWS::Lambda::Function").items()
@@ -135,17 +136,25 @@ def main() -> None:
         subprocess.run(["docker", "rm", "--force", container], capture_output=True)
     # the same handler in-process on this machine, right after (the machine is noisy: the
     # ratio of the two is the figure to read, not either alone)
-    from tests.support.aws_lambda import LambdaContext, imported_lambda
+    from devkit.lambda_context import LambdaContext
 
-    host_env = {k: str(v) for k, v in env.items() if k != "SIGLIP_MODEL_DIR"}
-    host_env["SIGLIP_ORT_INTRA_OP_THREADS"] = str(os.cpu_count())
-    with imported_lambda(args.bundle, **host_env) as module:
-        module.handler(json.loads(event), LambdaContext())
-        host = []
-        for _ in range(args.warm):
-            started = time.perf_counter()
-            module.handler(json.loads(event), LambdaContext())
-            host.append((time.perf_counter() - started) * 1000)
+    os.environ.update(
+        {
+            "SIGLIP_AUTH_MODE": "none",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            **{k: str(v) for k, v in env.items()},
+            "SIGLIP_MODEL_DIR": str(args.bundle),
+            "SIGLIP_ORT_INTRA_OP_THREADS": str(os.cpu_count()),
+        }
+    )
+    from siglip_text import lambda_function  # its init, with the template's environment
+
+    lambda_function.handler(json.loads(event), LambdaContext())
+    host = []
+    for _ in range(args.warm):
+        started = time.perf_counter()
+        lambda_function.handler(json.loads(event), LambdaContext())
+        host.append((time.perf_counter() - started) * 1000)
     host.sort()
     durations = [
         float(d)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The int8 weight forms side by side at a base tower's matrix shapes (docs/cpus.md).
 
-    python benchmarks/int8_forms.py [--tokens 64] [--runs 200]
-    python benchmarks/int8_forms.py --bundle today=DIR --bundle int7=DIR [--runs 60]
+    python -m benchmarks.int8_forms [--tokens 64] [--runs 200]
+    python -m benchmarks.int8_forms --bundle today=DIR --bundle int7=DIR [--runs 60]
 
 With ``--bundle``: whole towers instead, one text per query (the ONNX Runtime session as
 init builds it, without init's self-check, so that a full-range int8 bundle can be timed on
@@ -10,7 +10,7 @@ a CPU where init refuses it), bundles interleaved with rotating order; ratios to
 
 One graph per form: ``DynamicQuantizeLinear`` of float activations [tokens, 768], then
 ``MatMulInteger`` with constant weights [768, 3072] and [3072, 768] (a base layer's MLP), as
-``quantize_dynamic`` writes them: int8 (-127..127, today's), int7 (-64..64, the default) and
+``quantize_dynamic`` writes them: int8 (-127..127, full range), int7 (-64..64, the default) and
 uint8 (U8U8). ONNX Runtime's graph optimizations are on, as in a bundle. Prints the median
 time of each form, interleaved round by round, and the ratio to int8; the results of the
 int8 form are compared with exact integer arithmetic (numpy) to show whether this CPU's
@@ -146,9 +146,9 @@ def main() -> int:
     # exactness: the products against numpy's int64 arithmetic on the same uint8 activations
     exact = {}
     x = feeds["x0"]
-    low, high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
-    scale = (high - low) / 255
-    zero = int(np.clip(np.rint(-low / scale), 0, 255))
+    x_low, x_high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    scale = (x_high - x_low) / 255
+    zero = int(np.clip(np.rint(-x_low / scale), 0, 255))
     xq = np.clip(np.rint(x / scale) + zero, 0, 255).astype(np.int64)
     for form, session in sessions.items():
         got = session.run(None, feeds)[0].astype(np.int64)

@@ -2,8 +2,8 @@
 """A full-size SigLIP 2 text tower with random weights, exported fp32 and int8. Export extra.
 
     pip install torch==2.13.0 -e '.[export]'
-    python benchmarks/make_full_model.py                 # base: ~1.1 GB fp32, ~0.3 GB int8
-    python benchmarks/make_full_model.py --size large    # external data (> 2 GB)
+    python -m benchmarks.make_full_model                 # base: ~1.1 GB fp32, ~0.3 GB int8
+    python -m benchmarks.make_full_model --size large    # external data (> 2 GB)
 
 No weights are downloaded: the checkpoint is the real architecture of the SigLIP 2 text
 tower (vocabulary 256,000, 64 positions; base: hidden 768, 12 layers, MLP 3072, 12 heads)
@@ -31,11 +31,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+from siglip_text.bundle import load_manifest
+from siglip_text.tools.texts import MAX_LENGTH
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 20261201
 VOCAB_SIZE = 256_000
-MAX_LENGTH = 64
 #: A stand-in commit SHA (the manifest requires one): sha1 of the script's purpose.
 REVISION = hashlib.sha1(b"siglip-text random-weight benchmark model").hexdigest()
 
@@ -107,7 +110,7 @@ def default_cache() -> Path:
     return Path(os.environ.get("SIGLIP_BENCH_CACHE", "~/.cache/siglip-text/bench")).expanduser()
 
 
-def build_tokenizer(vocab_size: int = VOCAB_SIZE, *, seed: int = SEED):
+def build_tokenizer(vocab_size: int = VOCAB_SIZE, *, seed: int = SEED) -> Any:
     """A Gemma-style BPE of exactly ``vocab_size`` entries, its merges generated directly.
 
     Ids: the four specials, the 256 byte tokens, every character of the alphabets (Latin,
@@ -191,7 +194,7 @@ def _bpe(pieces: list[str], ranks: dict[tuple[str, str], int]) -> list[str]:
     return pieces
 
 
-def real_tokenizer(path: Path):
+def real_tokenizer(path: Path) -> Any:
     """A real Gemma ``tokenizer.json`` (e.g. ``../shared/fixtures/gemma-tokenizer``) made
     consistent with SigLIP 2: ``$A <eos>`` instead of Gemma's ``<bos> $A`` (what a
     transformers 4 ``save_pretrained`` of the SigLIP 2 tokenizer writes)."""
@@ -214,7 +217,7 @@ def build_checkpoint(
     from transformers import PreTrainedTokenizerFast, SiglipConfig, SiglipModel
 
     began = time.perf_counter()
-    tokenizer = PreTrainedTokenizerFast(
+    tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=real_tokenizer(tokenizer_file) if tokenizer_file else build_tokenizer(),
         pad_token="<pad>",
         eos_token="<eos>",
@@ -249,7 +252,7 @@ def build_checkpoint(
         },
     )
     began = time.perf_counter()
-    model = SiglipModel(config).eval()
+    model = SiglipModel(config).eval()  # type: ignore[no-untyped-call]
     with torch.no_grad():
         # Initialization leaves LayerNorms at identity and biases at zero; give them values
         # so that a bug in any of them shows up in the export check.
@@ -342,18 +345,18 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             print(f"[full-model] reusing {out}", file=sys.stderr)
-        manifest = json.loads((out / "manifest.json").read_text())
-        record["export_s"] = manifest.get("export_seconds")
-        record["files_mb"] = {k: round(v["size"] / 1e6, 1) for k, v in manifest["files"].items()}
-        record["total_mb"] = round(sum(v["size"] for v in manifest["files"].values()) / 1e6, 1)
-        record["vs_pytorch"] = manifest["export_check"]["vs_pytorch"]
-        if "fidelity" in manifest:
+        manifest = load_manifest(out / "manifest.json")
+        sizes = {name: entry.size or 0 for name, entry in manifest.files.items()}
+        record["export_s"] = manifest.export_seconds
+        record["files_mb"] = {name: round(size / 1e6, 1) for name, size in sizes.items()}
+        record["total_mb"] = round(sum(sizes.values()) / 1e6, 1)
+        if manifest.export_check is not None:
+            record["vs_pytorch"] = manifest.export_check.vs_pytorch.model_dump(exclude_none=True)
+        if manifest.fidelity is not None:
             record["int8_vs_fp32"] = {
-                "cosine": manifest["fidelity"]["cosine"],
-                "top10_overlap": manifest["fidelity"]["top10_overlap"],
-                "corpus_mean_pairwise_cosine": manifest["fidelity"].get(
-                    "corpus_mean_pairwise_cosine"
-                ),
+                "cosine": manifest.fidelity.cosine.model_dump(exclude_none=True),
+                "top10_overlap": manifest.fidelity.top10_overlap.model_dump(exclude_none=True),
+                "corpus_mean_pairwise_cosine": manifest.fidelity.corpus_mean_pairwise_cosine,
             }
         results[precision] = record
     print(json.dumps(results, indent=2))

@@ -2,7 +2,7 @@
 """Lambda Managed Instances: what to set per bundle, and what a steady rate costs there
 against per-request Lambda (on demand, with provisioned concurrency, with SnapStart).
 
-    python benchmarks/managed_instances.py --bundle base-fp32=DIR --bundle base-int8=DIR \\
+    python -m benchmarks.managed_instances --bundle base-fp32=DIR --bundle base-int8=DIR \\
         [--measure [--seconds 20]] [--latency base-fp32=83,48] [--need large-fp32=1308,2308] \\
         [--memory-mb 8192 --gib-per-vcpu 4] [--vcpu-hour-usd 0.0408] [--rate 5 --rate 50]
 
@@ -48,13 +48,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from siglip_text.bundle import MemoryNeed, load_manifest
+from siglip_text.config import LAMBDA_MB_PER_VCPU
+from siglip_text.sizing import managed_instances_sizing
 
-from siglip_text.bundle import MemoryNeed, load_manifest  # noqa: E402
-from siglip_text.config import LAMBDA_MB_PER_VCPU  # noqa: E402
-from siglip_text.sizing import managed_instances_sizing  # noqa: E402
-
-from benchmarks.cost import GB_SECOND_USD, LAMBDA_REQUEST_USD_PER_MILLION, options  # noqa: E402
+from benchmarks.cost import GB_SECOND_USD, LAMBDA_REQUEST_USD_PER_MILLION, options
 
 
 @dataclass(frozen=True)

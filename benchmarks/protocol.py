@@ -1,6 +1,6 @@
 """The protocol between `run.py` and its legs: each leg runs as its own process,
 
-    python benchmarks/workers.py KIND --threads N --runs N --allow-spinning true|false \\
+    python -m benchmarks.workers KIND --threads N --runs N --allow-spinning true|false \\
         --batches 1,8,32 [--bundle-dir DIR] [--vectors-out FILE] [--floor-dir DIR] \\
         [--checkpoint DIR]
 
@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKER_SCRIPT = Path(__file__).with_name("workers.py")
 
 
 def run_worker(kind: str, args: argparse.Namespace, **extra: str) -> dict[str, Any]:
     """Run leg ``kind`` in its own process with the legs' settings of ``args``; its figures."""
     command = [
         sys.executable,
-        str(WORKER_SCRIPT),
+        "-m",
+        "benchmarks.workers",
         kind,
         "--threads",
         str(args.threads),
@@ -47,7 +47,8 @@ def run_worker(kind: str, args: argparse.Namespace, **extra: str) -> dict[str, A
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{kind} worker failed:\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
 
 
 def worker_arguments(argv: list[str] | None = None) -> argparse.Namespace:

@@ -3,9 +3,9 @@
 transformers on PyTorch, on the same weights, in one run. Prints markdown tables.
 
     # the tiny demo model (what CI checks runs):
-    python benchmarks/run.py --runs 5
+    python -m benchmarks.run --runs 5
     # the full-size base tower made by benchmarks/make_full_model.py:
-    python benchmarks/run.py --bundle fp32=~/.cache/siglip-text/bench/base/fp32 \\
+    python -m benchmarks.run --bundle fp32=~/.cache/siglip-text/bench/base/fp32 \\
         --bundle int8=~/.cache/siglip-text/bench/base/int8 \\
         --checkpoint ~/.cache/siglip-text/bench/base/checkpoint --runs 30
 
@@ -26,11 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.protocol import run_worker  # noqa: E402
-from benchmarks.report import cost_report, report, spread, tokenizer_note  # noqa: E402
+from benchmarks.protocol import ROOT, run_worker
+from benchmarks.report import cost_report, report, spread, tokenizer_note
 
 
 def main() -> None:

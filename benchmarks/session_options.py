@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Side-by-side checks behind two defaults: ORT thread spinning, and external weights.
 
-    python benchmarks/session_options.py --bundle ~/.cache/siglip-text/bench/bundles/v2-base-fp32
+    python -m benchmarks.session_options --bundle ~/.cache/siglip-text/bench/bundles/v2-base-fp32
 
 1. Spinning: two sessions of the same graph, spinning off and on, run alternately in one
    process (so machine noise hits both alike), with an idle gap between runs as between
@@ -21,11 +21,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 
-def session(path: Path, *, threads: int, spinning: bool):  # noqa: ANN201 - ort type
+def session(path: Path, *, threads: int, spinning: bool) -> Any:
     import onnxruntime as ort
 
     options = ort.SessionOptions()

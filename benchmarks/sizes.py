@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One table per model size: what each bundle costs to ship, start and run on Lambda.
 
-    python benchmarks/sizes.py --bundle base-fp32=DIR --bundle base-int8=DIR \\
+    python -m benchmarks.sizes --bundle base-fp32=DIR --bundle base-int8=DIR \\
         --bundle so400m-fp32=DIR ... [--runs 20] [--image]
 
 For every bundle, one after another, each leg in its own process (`run.py`'s ``ort`` leg:
@@ -38,17 +38,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "handler"))
+from siglip_text.bundle import load_manifest
 
-from benchmarks.cost import (  # noqa: E402
+from benchmarks.cost import (
     FRONTEND_LABEL,
     FRONTEND_USD_PER_MILLION,
     cost_per_million,
     latency_at_memory,
 )
-from benchmarks.protocol import run_worker  # noqa: E402
+from benchmarks.protocol import ROOT, run_worker
 
 TWO_VCPUS_MB = 3538
 ONE_VCPU_MB = 1769
@@ -84,7 +82,8 @@ def leg(bundle: Path, threads: int, runs: int) -> dict[str, Any]:
 
 def image_figures(bundle: Path) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "image_figures.py"), "--bundle", str(bundle)],
+        [sys.executable, "-m", "benchmarks.image_figures", "--bundle", str(bundle)],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
@@ -98,14 +97,14 @@ def image_figures(bundle: Path) -> dict[str, Any]:
 
 
 def measure(bundle: Path, *, runs: int, image: bool) -> dict[str, Any]:
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    files = {name: entry["size"] for name, entry in manifest["files"].items()}
+    manifest = load_manifest(bundle / "manifest.json")
+    files = {name: entry.size or 0 for name, entry in manifest.files.items()}
     record: dict[str, Any] = {
         "bundle": str(bundle),
-        "precision": manifest.get("precision") or "fp32",
-        "dimension": manifest["embedding_dimension"],
+        "precision": manifest.precision or "fp32",
+        "dimension": manifest.embedding_dimension,
         "bundle_mb": round(sum(files.values()) / 1e6, 1),
-        "memory": manifest.get("memory"),
+        "memory": manifest.memory.model_dump() if manifest.memory is not None else None,
     }
     record["cached_after_eviction_mb"] = (
         None if (left := evict(bundle)) is None else round(left / 1e6, 1)
@@ -220,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.report:
-        records = json.loads(args.report.read_text())
-        print(markdown(records, image=any("image" in r for r in records.values())))
+        earlier = json.loads(args.report.read_text())
+        print(markdown(earlier, image=any("image" in r for r in earlier.values())))
         return 0
     if not args.bundle:
         parser.error("--bundle NAME=DIR is required (or --report FILE)")

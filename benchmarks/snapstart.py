@@ -2,9 +2,9 @@
 """SnapStart, emulated with CRIU: the snapshot's size and the first request after a restore,
 with the before-snapshot warm-up and without it, beside a plain cold start.
 
-    sudo .venv/bin/python benchmarks/snapstart.py --bundle /path/to/bundle [--restores 3]
+    sudo .venv/bin/python -m benchmarks.snapstart --bundle /path/to/bundle [--restores 3]
 
-For one bundle, each in a fresh function process (tests/support/snapstart_function.py, the
+For one bundle, each in a fresh function process (devkit/snapstart_function.py, the
 Lambda handler under ``AWS_LAMBDA_INITIALIZATION_TYPE=snap-start``, AuthMode=none, 2 ORT
 threads as at 3538 MB):
 
@@ -38,10 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.support.snapstart import (  # noqa: E402
+from devkit.snapstart import (
     FunctionProcess,
     criu_dump,
     criu_restore,

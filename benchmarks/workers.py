@@ -96,7 +96,7 @@ def worker_ort(args: argparse.Namespace) -> dict[str, Any]:
     bundle = Path(args.bundle_dir)
     files = sum(p.stat().st_size for p in bundle.iterdir() if p.name.startswith("text_model"))
 
-    from tests.support.aws_lambda import LambdaContext
+    from devkit.lambda_context import LambdaContext
 
     context = LambdaContext()
     event = json.loads((ROOT / "events" / "rest-embeddings-batch.json").read_text())

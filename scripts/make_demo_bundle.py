@@ -36,12 +36,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+from siglip_text.tools.texts import MAX_LENGTH
 
 ROOT = Path(__file__).resolve().parents[1]
 
 DEMO_DIR = ROOT / "handler" / "siglip_text" / "demo"
 FIXTURE = ROOT / "tests" / "fixtures" / "demo_reference.json"
-MAX_LENGTH = 64
 VOCAB_SIZE = 1024
 REPOSITORY = "siglip-text/synthetic-demo-tiny"
 SEED = 20261130
@@ -208,7 +210,7 @@ def unrelated_pairs(scenes: list[Scene], rng: random.Random) -> list[tuple[str, 
     return pairs
 
 
-def train_tokenizer():
+def train_tokenizer() -> Any:
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     rng = random.Random(SEED)
@@ -241,7 +243,7 @@ def train_tokenizer():
     return tokenizer
 
 
-def checkpoint_tokenizer(trained):
+def checkpoint_tokenizer(trained: Any) -> Any:
     """The tokenizer as a SigLIP 2 checkpoint ships it: EOS appended, no lowercasing."""
     from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
@@ -250,7 +252,7 @@ def checkpoint_tokenizer(trained):
     trained.post_processor = processors.TemplateProcessing(
         single="$A <eos>", pair="$A $B <eos>", special_tokens=[("<eos>", eos)]
     )
-    return PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=trained,
         pad_token="<pad>",
         eos_token="<eos>",
@@ -259,7 +261,7 @@ def checkpoint_tokenizer(trained):
     )
 
 
-def build_model(vocab_size: int):
+def build_model(vocab_size: int) -> Any:
     import torch
     from transformers import Siglip2TextConfig, Siglip2TextModel
 
@@ -278,11 +280,11 @@ def build_model(vocab_size: int):
     return Siglip2TextModel(config)
 
 
-def train(model, tokenizer) -> list[float]:
+def train(model: Any, tokenizer: Any) -> list[float]:
     """Symmetric InfoNCE on two phrasings of each scene in a batch; returns the losses."""
     import torch
 
-    def ids_of(texts: list[str]):
+    def ids_of(texts: list[str]) -> Any:
         batch = tokenizer(
             [t.lower() for t in texts], padding="max_length", max_length=MAX_LENGTH, truncation=True
         )
@@ -311,7 +313,7 @@ def train(model, tokenizer) -> list[float]:
             + torch.nn.functional.cross_entropy(logits.T, target)
         ) / 2
         optimizer.zero_grad()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         optimizer.step()
         schedule.step()
         losses.append(loss.item())
@@ -319,13 +321,13 @@ def train(model, tokenizer) -> list[float]:
     return losses
 
 
-def measure_meaning(service) -> dict[str, float]:
+def measure_meaning(service: Any) -> dict[str, float]:
     """Mean cosine of held-out paraphrase pairs and unrelated pairs, through the bundle."""
     import numpy as np
 
     _, held_out = split_scenes()
     rng = random.Random(SEED + 3)
-    result = {}
+    result: dict[str, float] = {}
     for name, pairs in (
         ("paraphrase", paraphrase_pairs(held_out, rng)),
         ("unrelated", unrelated_pairs(held_out, rng)),
@@ -340,15 +342,19 @@ def measure_meaning(service) -> dict[str, float]:
 def main() -> None:
     started = time.perf_counter()
     import numpy as np
+    import siglip_text
     import torch
     import transformers
-    from transformers import PreTrainedTokenizerFast
-
-    sys.path.insert(0, str(ROOT / "handler"))
     from siglip_text.cli import main as cli
     from siglip_text.config import load_settings
     from siglip_text.loading import load_service
+    from transformers import PreTrainedTokenizerFast
 
+    if not Path(siglip_text.__file__).resolve().is_relative_to(ROOT / "handler"):
+        sys.exit(
+            f"siglip_text is imported from {siglip_text.__file__}, not from this checkout: "
+            f"pip install -e {ROOT} first (the demo is made by this checkout's export)"
+        )
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     tokenizer = checkpoint_tokenizer(train_tokenizer())
@@ -395,7 +401,7 @@ def main() -> None:
             sys.exit(f"siglip-text export failed (exit status {status})")
 
     tokenizer_path = DEMO_DIR / "tokenizer.json"
-    hf = PreTrainedTokenizerFast(
+    hf = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_file=str(tokenizer_path),
         pad_token="<pad>",
         eos_token="<eos>",

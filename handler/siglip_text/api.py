@@ -80,8 +80,8 @@ def create_app(
 
     ``offload_inference`` runs tokenization, the model and serialization in a worker thread,
     so that the event loop keeps answering (and refusing with 429) while a request computes.
-    Lambda serves one request per environment at a time and turns it off: the thread hop
-    cost 0.35 ms per request there (measured with benchmarks/run.py on the demo model).
+    Lambda serves one request per environment at a time and turns it off: there the thread
+    hop is a cost with nothing to gain (docs/performance.md).
     """
     settings = settings or Settings()
     admission = Admission(
@@ -168,7 +168,7 @@ def create_app(
 
     async def require_key(request: Request) -> None:
         # async: FastAPI runs a plain `def` dependency in a worker thread, and on Lambda each
-        # invocation's new event loop would start that thread (0.2 ms a request, measured).
+        # invocation's new event loop would start that thread on every request.
         if authenticator is None:
             return
         authorization = request.headers.get("authorization")

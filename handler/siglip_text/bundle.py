@@ -17,7 +17,17 @@ import re
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
 
 from .errors import ModelLoadError
 
@@ -128,6 +138,132 @@ class MemoryNeed(BaseModel):
     basis: str
 
 
+class _Record(BaseModel):
+    """A section export writes: typed fields, unknown fields kept as they are."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class VectorAgreement(_Record):
+    """Two sets of vectors compared row by row (tools/parity.py ``VectorStats``)."""
+
+    count: StrictInt = Field(ge=0)
+    cosine_min: float
+    cosine_mean: float
+    cosine_p01: float | None = None
+    max_abs_error: float | None = None
+    worst_index: StrictInt | None = None
+
+
+class RankAgreement(_Record):
+    """Top-k rankings of a corpus compared query by query (tools/parity.py ``OverlapStats``)."""
+
+    k: StrictInt = Field(gt=0)
+    queries: StrictInt = Field(ge=0)
+    corpus: StrictInt = Field(ge=0)
+    mean: float
+    min: float
+    top1_agreement: float | None = None
+
+
+class ExportCheck(_Record):
+    """The export's check of the bundle against the checkpoint (tools/export/checks.py):
+    the contract's ids on ``texts`` edge cases, and the vectors against PyTorch."""
+
+    texts: StrictInt = Field(ge=0)
+    tokenizer_mismatches: StrictInt = Field(ge=0)
+    tokenizer_reference: str
+    vs_pytorch: VectorAgreement
+
+
+class TokenEmbedding(_Record):
+    """The token table quantized per row: its initializer and shape."""
+
+    initializer: str
+    shape: list[StrictInt]
+
+
+WeightForm = Literal["int7", "int8", "uint8"]
+
+
+class Quantization(_Record):
+    """How an int8 bundle was quantized (tools/export/quantize.py).
+
+    ``saturation_free``: no pair of the weights' products can overflow a 16-bit sum, so any
+    int8 kernel computes them exactly; init refuses a bundle without it on a CPU whose kernel
+    saturates (self_check.check_int8_kernel). Bundles exported before the 7-bit form do not
+    record it: absent reads as False. ``largest_pair_of_products`` and ``token_embedding``
+    are written as null when there is none (uint8 weights; no token table found).
+    """
+
+    method: str
+    weight_form: WeightForm | None = None
+    weight_form_note: str | None = None
+    saturation_free: bool = False
+    largest_pair_of_products: StrictInt | None = None
+    matmul_integer_nodes: StrictInt | None = None
+    qattention_nodes: StrictInt | None = None
+    token_embedding: TokenEmbedding | None = None
+
+    @model_serializer(mode="wrap")
+    def _written_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Export writes these two as null rather than leaving them out (a bundle that
+        recorded them reads them back as written)."""
+        data: dict[str, Any] = handler(self)
+        if self.weight_form is None:  # an earlier version's record: as it was read
+            return data
+        nulls = ("largest_pair_of_products", "token_embedding")
+        names = [name for name in type(self).model_fields if name in data or name in nulls]
+        return {
+            **{name: data.get(name) for name in names},
+            **{k: v for k, v in data.items() if k not in names},
+        }
+
+
+class Fidelity(_Record):
+    """An int8 bundle against the fp32 graph of the same checkpoint (tools/export/checks.py):
+    cosine on the edge cases and queries, top-10 overlap over a synthetic corpus."""
+
+    reference: str
+    cosine: VectorAgreement
+    top10_overlap: RankAgreement
+    corpus: str
+    corpus_mean_pairwise_cosine: float | None = None
+    fp32_vs_pytorch: VectorAgreement | None = None
+
+
+class CheckpointTokenizer(_Record):
+    """What the installed transformers makes of the checkpoint's tokenizer, where it departs
+    from the contract (tools/export/checkpoint_tokenizer.py); recorded, never a failure.
+    ``note`` is present only when a GPU pipeline calling it would depart from the contract."""
+
+    transformers: str
+    #: written as ``class`` (a Python keyword)
+    tokenizer_class: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("class", "tokenizer_class"),
+        serialization_alias="class",
+    )
+    call: str | None = None
+    post_processing: str | None = None
+    content_ids: str | None = None
+    special_token_strings: str | None = None
+    note: str | None = None
+
+
+class Libraries(_Record):
+    """The versions export ran with."""
+
+    siglip_text: str
+    transformers: str | None = None
+    torch: str | None = None
+    onnx: str | None = None
+    onnxruntime: str | None = None
+    tokenizers: str | None = None
+    numpy: str | None = None
+    python: str | None = None
+
+
 class Manifest(BaseModel):
     """What the artifacts claim to be. ``revision`` must be an immutable commit SHA."""
 
@@ -157,12 +293,12 @@ class Manifest(BaseModel):
     output: str | None = None
     exported_at: str | None = None
     export_seconds: float | None = None
-    libraries: dict[str, str] | None = None
-    export_check: dict[str, Any] | None = None
-    quantization: dict[str, Any] | None = None
-    fidelity: dict[str, Any] | None = None
+    libraries: Libraries | None = None
+    export_check: ExportCheck | None = None
+    quantization: Quantization | None = None
+    fidelity: Fidelity | None = None
     self_check: SelfCheck | None = None
-    checkpoint_tokenizer: dict[str, Any] | None = None  # what transformers makes of it
+    checkpoint_tokenizer: CheckpointTokenizer | None = None
     memory: MemoryNeed | None = None  # what a Lambda function needs resident (sizing.py)
 
     @field_validator("repository")
@@ -188,6 +324,11 @@ class Manifest(BaseModel):
         return dict(self.model_extra or {})
 
     @property
+    def saturation_free(self) -> bool:
+        """The int8 weights cannot overflow a pair of products on any kernel (`Quantization`)."""
+        return self.quantization is not None and self.quantization.saturation_free
+
+    @property
     def optimized_offline(self) -> bool:
         """The graph was optimized at export: loading it need not optimize it again."""
         return self.graph_optimization == OFFLINE_OPTIMIZATION
@@ -202,7 +343,7 @@ class Manifest(BaseModel):
 
     def to_json(self) -> str:
         """The manifest as export writes it: recorded fields only, unknown fields kept."""
-        data = self.model_dump(mode="json", exclude_none=True)
+        data = self.model_dump(mode="json", exclude_none=True, by_alias=True)
         if not data.get("files"):
             data.pop("files", None)
         return json.dumps(data, indent=2, ensure_ascii=False) + "\n"

@@ -1,7 +1,7 @@
 """The ``siglip-text`` command. Only the chosen subcommand's module is imported.
 
 A subcommand module provides ``configure(parser)`` (arguments only, no heavy imports at
-module level) and ``run(args) -> int`` (the exit status). ``siglip-text bench --help`` thus
+module level) and ``run(args) -> int`` (the exit status). ``siglip-text load-test --help`` thus
 loads neither ONNX Runtime nor tokenizers. Every tool follows one exit-status rule
 (tools/errors.py): 0 success, 1 a check failed, 2 unusable input.
 """
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 #: name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("siglip_text.server", "serve the OpenAI-compatible API with uvicorn"),
-    "bench": ("siglip_text.tools.bench", "HTTP load test of any /v1/embeddings endpoint"),
+    "load-test": ("siglip_text.tools.load_test", "HTTP load test of any /v1/embeddings endpoint"),
     "export": (
         "siglip_text.tools.export.command",
         "export a SigLIP checkpoint to a checked bundle (fp32/int8)",
@@ -38,11 +38,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: Earlier names that still work: ``bench`` was renamed ``load-test``, so that it is not
+#: taken for the repository's benchmarks/ (the project's own measurements).
+ALIASES: dict[str, str] = {"bench": "load-test"}
+
+
 def chosen_command(argv: Sequence[str]) -> str | None:
     """The subcommand named on the command line (the first argument that is one), if any."""
     for arg in argv:
-        if arg in COMMANDS:
-            return arg
+        if arg in COMMANDS or arg in ALIASES:
+            return ALIASES.get(arg, arg)
         if not arg.startswith("-"):
             return None
     return None
@@ -59,7 +64,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = chosen_command(argv)
     for name, (module_name, help_text) in COMMANDS.items():
-        sub = commands.add_parser(name, help=help_text, description=help_text)
+        aliases = [alias for alias, command in ALIASES.items() if command == name]
+        sub = commands.add_parser(name, aliases=aliases, help=help_text, description=help_text)
         if name == chosen:
             module = importlib.import_module(module_name)
             module.configure(sub)

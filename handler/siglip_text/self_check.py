@@ -28,14 +28,9 @@ from .errors import ModelLoadError
 MARGIN = 0.001
 
 
-def saturation_free(manifest: Manifest) -> bool:
-    """The bundle's integer weights cannot overflow a pair of products (quantize.py)."""
-    return bool((manifest.quantization or {}).get("saturation_free"))
-
-
 def check_int8_kernel(manifest: Manifest) -> None:
     """Refuse a full-range int8 bundle on a CPU whose int8 kernel saturates."""
-    if manifest.precision != "int8" or saturation_free(manifest):
+    if manifest.precision != "int8" or manifest.saturation_free:
         return
     product = int8_kernel_product()
     if product == KERNEL_CHECK_EXACT:

@@ -20,11 +20,9 @@ from .errors import ModelLoadError
 MEMORY_SIZE_VARIABLE = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
 
 #: The process around the weights: Python, ONNX Runtime, tokenizers, the web stack, the
-#: tokenizer and a query's activations. An allowance, set so that the minimum matches the
-#: serving RSS measured for so400m on 2026-12-01 (fp32 1.78 GB, int8 575 MB, through the
-#: Lambda entry point; docs/sizes.md): its weights other than the token table are 1,576 MiB
-#: (fp32) and 397 MiB (int8), so the minimum is 1,726 and 547 MiB against 1,698 and 548 MiB
-#: measured.
+#: tokenizer and a query's activations. An allowance, not a measurement: set so that the
+#: minimum it gives matches the serving RSS measured through the Lambda entry point, which
+#: docs/sizes.md records per size (python -m benchmarks.sizes).
 RUNTIME_MB = 150
 
 

@@ -1,4 +1,4 @@
-"""`siglip-text bench` against a live `siglip-text serve --demo`."""
+"""`siglip-text load-test` (alias `bench`) against a live `siglip-text serve --demo`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from siglip_text.cli import main
-from siglip_text.tools.bench import payload, percentile
+from siglip_text.tools.load_test import payload, percentile
 
 
 @pytest.mark.slow
@@ -17,7 +17,7 @@ def test_bench_counts_every_request_and_writes_json(
     out = tmp_path / "bench.json"
     status = main(
         [
-            "bench",
+            "load-test",
             "--url",
             live_server,
             "--requests",

@@ -19,7 +19,8 @@ def test_benchmark_prints_every_table_and_writes_figures(tmp_path: Path) -> None
     done = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "run.py"),
+            "-m",
+            "benchmarks.run",
             "--runs",
             "3",
             "--batches",
@@ -29,6 +30,7 @@ def test_benchmark_prints_every_table_and_writes_figures(tmp_path: Path) -> None
             "--json",
             str(out),
         ],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
@@ -67,11 +69,13 @@ def test_cost_per_million_matches_a_hand_computation_for_each_frontend() -> None
 
 
 def run_cost_model(*latencies: str, budgets: str = "30,50,100") -> list[list[str]]:
-    """`benchmarks/run.py --latency ...`: the cost tables alone; their rows, cell by cell."""
-    command = [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--latency-budgets", budgets]
+    """`python -m benchmarks.run --latency ...`: the cost tables alone; their rows, cell by cell."""
+    command = [sys.executable, "-m", "benchmarks.run", "--latency-budgets", budgets]
     for item in latencies:
         command += ["--latency", item]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return [
         [cell.strip() for cell in line.strip("|").split("|")]
@@ -134,12 +138,14 @@ def test_session_options_benchmark_runs_on_the_demo_bundle() -> None:
     done = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "session_options.py"),
+            "-m",
+            "benchmarks.session_options",
             "--bundle",
             str(ROOT / "handler" / "siglip_text" / "demo"),
             "--runs",
             "3",
         ],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
@@ -159,7 +165,8 @@ def test_sizes_benchmark_prints_a_row_per_bundle_and_prices_its_memory_size(
     done = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "sizes.py"),
+            "-m",
+            "benchmarks.sizes",
             "--bundle",
             f"demo={demo}",
             "--runs",
@@ -167,6 +174,7 @@ def test_sizes_benchmark_prints_a_row_per_bundle_and_prices_its_memory_size(
             "--json",
             str(out),
         ],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,

@@ -19,15 +19,15 @@ from moto import mock_aws
 from siglip_text.errors import KeysUnavailableError
 from siglip_text.snapstart import NOT_RESTORED
 
-from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event
-from tests.support.openai_shapes import assert_openai_error
-from tests.support.snapstart import (
+from devkit.snapstart import (
     function_env,
     function_process,
     mask,
     run_after_restore,
     run_before_snapshot,
 )
+from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event
+from tests.support.openai_shapes import assert_openai_error
 
 snapshot_restore_py = pytest.importorskip(
     "snapshot_restore_py", reason="snapshot-restore-py is a runtime dependency"

@@ -20,8 +20,7 @@ import boto3
 import numpy as np
 import pytest
 
-from tests.support.aws_lambda import load_event
-from tests.support.snapstart import (
+from devkit.snapstart import (
     FunctionProcess,
     criu_dump,
     criu_restore,
@@ -29,6 +28,7 @@ from tests.support.snapstart import (
     function_env,
     wait_gone,
 )
+from tests.support.aws_lambda import load_event
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,6 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from siglip_text.config import get_settings
 
+from devkit.lambda_context import LambdaContext as LambdaContext  # the tests' name for it
 from tests.support.paths import EVENTS
 
 if TYPE_CHECKING:
@@ -76,22 +76,6 @@ def plain_package_loggers() -> Iterator[None]:
         for logger, handlers, level, propagate, disabled in saved:
             logger.handlers, logger.propagate, logger.disabled = handlers, propagate, disabled
             logger.setLevel(level)
-
-
-@dataclass
-class LambdaContext:
-    """The attributes of Lambda's context object that Powertools and Mangum read."""
-
-    function_name: str = "siglip-text"
-    function_version: str = "$LATEST"
-    memory_limit_in_mb: int = 3008
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:siglip-text"
-    aws_request_id: str = "52fdfc07-2182-154f-163f-5f0f9a621d72"
-    log_group_name: str = "/aws/lambda/siglip-text"
-    log_stream_name: str = "2026/11/30/[$LATEST]abcdef"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
 
 
 def load_event(name: str) -> dict[str, Any]:

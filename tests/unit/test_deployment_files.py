@@ -22,7 +22,7 @@ from siglip_text.api import create_app
 from siglip_text.config import ENV_PREFIX, Settings, load_settings
 from siglip_text.service import EmbeddingService
 
-from tests.support.deployment import (
+from devkit.deployment import (
     DOCKERFILE,
     REQUIREMENTS_IN,
     REQUIREMENTS_TXT,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from siglip_text.config import ENV_PREFIX, Settings
 
-from tests.support.deployment import function_resource, load_template
+from devkit.deployment import function_resource, load_template
 from tests.support.paths import ROOT
 from tests.support.readme import section, table_rows
 

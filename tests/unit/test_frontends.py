@@ -2,7 +2,7 @@
 
 `Frontend=rest-api` (the default) puts an API Gateway REST API in front of the "live" alias,
 `Frontend=function-url` a Lambda function URL on the same alias. Each test translates the
-template as CloudFormation does on deploy (tests/support/sam.py), then keeps the resources
+template as CloudFormation does on deploy (devkit/sam.py), then keeps the resources
 whose condition holds for the given parameters, as CloudFormation would create them.
 """
 
@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.deployment import (
+from devkit.deployment import (
     NO_VALUE,
     evaluate_conditions,
     load_template,
     parameter_defaults,
 )
-from tests.support.sam import ACCOUNT_ID, REGION, create_only_properties, resolve, translate
+from devkit.sam import ACCOUNT_ID, REGION, create_only_properties, resolve, translate
 
 FRONTENDS = ("rest-api", "function-url")
 PSEUDO = {

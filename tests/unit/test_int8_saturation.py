@@ -12,6 +12,7 @@ import pytest
 onnx = pytest.importorskip("onnx", reason="needs onnx (in the test and export extras)")
 
 from onnx import numpy_helper  # noqa: E402
+from siglip_text.bundle import Quantization  # noqa: E402
 from siglip_text.cpu import KERNEL_CHECK, KERNEL_CHECK_EXACT, cpu_description, cpu_features  # noqa: E402
 from siglip_text.tools.emulation import N1_CPUINFO  # noqa: E402
 from siglip_text.tools.export.quantize import (  # noqa: E402
@@ -24,12 +25,12 @@ from siglip_text.tools.export.quantize import (  # noqa: E402
 from tests.support.paths import FIXTURES  # noqa: E402
 
 
-def _quantized(directory: Path, form: str) -> tuple[object, dict[str, object]]:
+def _quantized(directory: Path, form: str) -> tuple[object, Quantization]:
     from siglip_text.config import demo_model_dir
 
     target = directory / form / "text_model.onnx"
     info = quantize_int8(demo_model_dir() / "text_model.onnx", target, weight_form=form)  # type: ignore[arg-type]
-    return onnx.load(str(target)), info.as_dict()
+    return onnx.load(str(target)), info.record()
 
 
 def _largest_pair(weights: np.ndarray) -> int:
@@ -40,7 +41,7 @@ def _largest_pair(weights: np.ndarray) -> int:
 
 
 @pytest.fixture(scope="module")
-def graphs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[object, dict[str, object]]]:
+def graphs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[object, Quantization]]:
     directory = tmp_path_factory.mktemp("forms")
     return {form: _quantized(directory, form) for form in ("int7", "int8", "uint8")}
 
@@ -53,21 +54,21 @@ def test_default_form_weights_cannot_saturate_a_pair_of_products(graphs) -> None
     assert len(weights) == len(gemms) >= 12  # every integer GEMM's weight was read
     assert {w.dtype for w in weights} == {np.dtype(np.int8)}
     assert max(_largest_pair(w) for w in weights) <= PAIR_LIMIT
-    assert info["saturation_free"] is True and info["weight_form"] == "int7"
+    assert info.saturation_free is True and info.weight_form == "int7"
 
 
 def test_full_range_int8_weights_can_pass_the_limit_and_say_so(graphs) -> None:
     model, info = graphs["int8"]
 
     assert max(_largest_pair(w) for w in integer_weights(model)) > PAIR_LIMIT
-    assert info["saturation_free"] is False
+    assert info.saturation_free is False
 
 
 def test_uint8_weights_go_to_the_widening_kernels(graphs) -> None:
     model, info = graphs["uint8"]
 
     assert {w.dtype for w in integer_weights(model)} == {np.dtype(np.uint8)}
-    assert info["saturation_free"] is True
+    assert info.saturation_free is True
 
 
 def test_the_shipped_kernel_check_is_255_times_127_over_64() -> None:

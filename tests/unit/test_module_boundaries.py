@@ -27,7 +27,9 @@ def test_import_contracts_are_kept() -> None:
     assert "0 broken" in result.stdout
 
 
-@pytest.mark.parametrize("argv", [["bench", "--help"], ["--help"], ["export", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["load-test", "--help"], ["bench", "--help"], ["--help"], ["export", "--help"]]
+)
 def test_the_command_line_loads_only_the_chosen_command(argv: list[str]) -> None:
     # GIVEN a fresh interpreter
     code = (
@@ -45,16 +47,17 @@ def test_the_command_line_loads_only_the_chosen_command(argv: list[str]) -> None
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
     )
     loaded = set(json.loads(result.stderr.strip().splitlines()[-1]))
-    # THEN only the chosen command's module was imported; bench is standard library only
+    # THEN only the chosen command's module was imported; load-test (alias bench) is
+    # standard library only
     tools = {m for m in loaded if m.startswith("siglip_text.tools.")}
-    if argv[0] == "bench":
+    if argv[0] in ("load-test", "bench"):
         assert not loaded & {"onnxruntime", "tokenizers", "torch"}, sorted(loaded)
-        assert tools <= {"siglip_text.tools.bench", "siglip_text.tools.texts"}, sorted(tools)
+        assert tools <= {"siglip_text.tools.load_test", "siglip_text.tools.texts"}, sorted(tools)
     elif argv[0] == "--help":
         assert not loaded, sorted(loaded)
     else:
         assert "siglip_text.tools.export.command" in tools
-        assert not {"siglip_text.tools.verify.command", "siglip_text.tools.bench"} & tools
+        assert not {"siglip_text.tools.verify.command", "siglip_text.tools.load_test"} & tools
         assert "torch" not in loaded
 
 

@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("samtranslator", reason="aws-sam-translator is in the test extra")
 
-from tests.support.sam import (  # noqa: E402
+from devkit.sam import (  # noqa: E402
     create_only_properties,
     image_uri,
     lint_findings,

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from devkit.sam import resolve, translate
 from tests.support.paths import ROOT
-from tests.support.sam import resolve, translate
 from tests.support.sam_build import sam_python, samcli_probe
 
 if sam_python() is None:

@@ -1,5 +1,5 @@
 """template.yaml against floods and open doors, evaluated on the template the SAM transform
-makes (tests/support/sam.py), as CloudFormation evaluates it on deploy: the Rules that refuse
+makes (devkit/sam.py), as CloudFormation evaluates it on deploy: the Rules that refuse
 a public function URL without a reservation and an unauthenticated public frontend, and the
 AWS WAF web ACL before the REST API's stage."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.deployment import evaluate_conditions, parameter_defaults
+from devkit.deployment import evaluate_conditions, parameter_defaults
+from devkit.sam import resolve, resources_of_type, translate
 from tests.support.rules import refusals
-from tests.support.sam import resolve, resources_of_type, translate
 
 
 def refused(**overrides: str) -> list[str]:

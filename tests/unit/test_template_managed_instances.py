@@ -12,9 +12,8 @@ import pytest
 
 pytest.importorskip("samtranslator", reason="aws-sam-translator is in the test extra")
 
-from tests.support.deployment import evaluate_conditions, parameter_defaults  # noqa: E402
-from tests.support.rules import refusals  # noqa: E402
-from tests.support.sam import (  # noqa: E402
+from devkit.deployment import evaluate_conditions, parameter_defaults  # noqa: E402
+from devkit.sam import (  # noqa: E402
     create_only_properties,
     lint_findings,
     parameter_values,
@@ -22,6 +21,7 @@ from tests.support.sam import (  # noqa: E402
     source_template,
     translate,
 )
+from tests.support.rules import refusals  # noqa: E402
 
 SUBNETS = "subnet-0a1b2c3d,subnet-4e5f6a7b"
 GROUPS = "sg-0123abcd"

@@ -1,6 +1,6 @@
 """What template.yaml gives a platform team, read from AWS's SAM translator's output.
 
-Each test translates the template as CloudFormation does on deploy (tests/support/sam.py) and
+Each test translates the template as CloudFormation does on deploy (devkit/sam.py) and
 keeps the resources whose condition holds under the given parameters
 (tests/unit/test_frontends.py's `deploy`): logs that expire, the REST API's access log, X-Ray
 only when tracing is on, a gradual deploy with alarms and a pre-traffic hook, an alarm when
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.deployment import load_template
+from devkit.deployment import load_template
+from devkit.sam import resolve
 from tests.support.paths import ROOT
-from tests.support.sam import resolve
 from tests.unit.test_frontends import FRONTENDS, Stack, deploy
 
 SERVED = "SiglipTextFunction"

@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("samtranslator", reason="aws-sam-translator is in the test extra")
 
-from tests.support.deployment import load_template, parameter_defaults  # noqa: E402
+from devkit.deployment import load_template, parameter_defaults  # noqa: E402
+from devkit.sam import lint_findings, resolve, resources_of_type, translate  # noqa: E402
 from tests.support.rules import refusals  # noqa: E402
-from tests.support.sam import lint_findings, resolve, resources_of_type, translate  # noqa: E402
 
 #: Lambda's largest ephemeral storage (/tmp) with SnapStart, in MB.
 SNAPSTART_MAX_EPHEMERAL_MB = 512

@@ -25,8 +25,7 @@ from ..bundle import Lowercase
 from .files import read_texts, write_jsonl
 from .lowercase import LOWERCASE_CHOICES
 from .parity import unit_rows
-
-MAX_LENGTH = 64
+from .texts import MAX_LENGTH
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -1,6 +1,7 @@
 """The texts the tools share: the contract's edge cases and a synthetic caption grammar.
 
-Standard library only (``bench`` imports it). Export checks every bundle on `EDGE_CASE_TEXTS`;
+Standard library only (``load_test`` imports it). `MAX_LENGTH` is the contract's token length.
+Export checks every bundle on `EDGE_CASE_TEXTS`;
 the int8 fidelity corpus, the benchmarks and ``bench`` use `synthetic_captions` and
 `CAPTION_WORDS`.
 """
@@ -8,6 +9,10 @@ the int8 fidelity corpus, the benchmarks and ``bench`` use `synthetic_captions` 
 from __future__ import annotations
 
 import random
+
+#: The SigLIP 2 contract's token length: 63 content ids, then <eos>, then <pad> up to it
+#: (export writes it as every bundle's ``text_max_token_length``).
+MAX_LENGTH = 64
 
 #: The texts every export is checked on: edge cases of the contract (empty, whitespace,
 #: case, accents, final sigma, CJK, RTL, emoji, control characters, past 64 tokens, and
@@ -78,7 +83,7 @@ def synthetic_captions(count: int, *, seed: int) -> list[str]:
     return texts
 
 
-#: Every word of the caption grammar, in order (the vocabulary of ``bench``'s random texts).
+#: Every word of the caption grammar, in order (the vocabulary of ``load-test``'s random texts).
 CAPTION_WORDS: list[str] = [
     word for words in CAPTION_WORDS_BY_KIND.values() for word in words.split()
 ]

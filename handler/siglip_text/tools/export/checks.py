@@ -3,43 +3,44 @@
 `checkpoint_reference` (PyTorch's side, computed once, before the tower is freed) and
 `check_against_checkpoint`: the bundle's token ids against the contract's (built from the
 checkpoint's tokenizer.json) and its vectors against PyTorch on the contract's edge cases;
-`describe_checkpoint_tokenizer`: what the installed transformers makes of the checkpoint
-tokenizer, where it differs from the contract (recorded, never a failure);
 `fp32_fidelity_vectors` then `measure_int8_fidelity`: an int8 graph against the fp32 graph
-of the same checkpoint (cosine, top-10 overlap). A miss raises `ExportCheckFailed` (exit status 1).
+of the same checkpoint (cosine, top-10 overlap); `probe_reference` and `record_self_check`:
+what init holds the bundle to. A miss raises `ExportCheckFailed` (exit status 1). Each
+returns the manifest's typed record (bundle.py).
 """
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...bundle import Lowercase, SelfCheck
+from ...bundle import (
+    ExportCheck,
+    Fidelity,
+    Lowercase,
+    RankAgreement,
+    SelfCheck,
+    VectorAgreement,
+)
 from ...cpu import cpu_description
 from ...self_check import MARGIN, cosine_to_reference
 from ...service import PROBE_TEXT
 from ..errors import CheckFailed
 from ..parity import compare_vectors, explain_id_mismatch, topk_overlap
-from ..texts import EDGE_CASE_TEXTS, SPECIAL_TOKEN_STRINGS, synthetic_captions
+from ..texts import EDGE_CASE_TEXTS, MAX_LENGTH, synthetic_captions
 
 if TYPE_CHECKING:
     from ...service import EmbeddingService
     from ...tokenization import SiglipTokenizer
 
-MAX_LENGTH = 64
 FP32_MIN_COSINE = 0.99999
 INT8_MIN_COSINE = 0.99
 
 
 class ExportCheckFailed(CheckFailed):
     """Raised when the exported bundle does not reproduce the checkpoint closely enough."""
-
-
-def _log(message: str) -> None:
-    print(f"[export] {message}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -58,26 +59,27 @@ class CheckpointReference:
 
 
 def checkpoint_reference(
-    tokenizer: SiglipTokenizer, checkpoint: Any, *, lowercase: Lowercase, reference: Any = None
+    tokenizer: SiglipTokenizer,
+    tower: Any,
+    contract_ids: list[list[int]],
+    *,
+    lowercase: Lowercase,
 ) -> CheckpointReference:
     """Tokenizer parity with the contract reference and PyTorch's vectors on EDGE_CASE_TEXTS.
 
-    ``tokenizer`` is the bundle's (as the service loads it). The reference ids are the
-    contract's, built from the content ids of the checkpoint's tokenizer.json
-    (``reference``, default ``file_tokenizer(checkpoint)``) by ``contract_token_ids``, so
-    they do not depend on the installed transformers. The vectors are PyTorch's on the
-    bundle's ids, so that a tokenizer difference and a graph difference each get their own
-    message in `check_against_checkpoint`.
+    ``tokenizer`` is the bundle's (as the service loads it). ``contract_ids`` are the
+    contract's ids of EDGE_CASE_TEXTS, built from the content ids of the checkpoint's
+    tokenizer.json by ``checkpoint.contract_token_ids``, so they do not depend on the
+    installed transformers. The vectors are PyTorch's on the bundle's ids, so that a
+    tokenizer difference and a graph difference each get their own message in
+    `check_against_checkpoint`.
     """
-    from .checkpoint import contract_token_ids, file_tokenizer, pooled_vectors
+    from .checkpoint import pooled_vectors
 
     texts = EDGE_CASE_TEXTS
     ours = tokenizer.encode_texts(texts).ids
-    if reference is None:
-        reference = file_tokenizer(checkpoint)
-    theirs = contract_token_ids(reference, texts, lowercase=lowercase, max_length=MAX_LENGTH)
     mismatches = []
-    for text, mine, ref in zip(texts, ours.tolist(), theirs, strict=True):
+    for text, mine, ref in zip(texts, ours.tolist(), contract_ids, strict=True):
         if mine != ref:
             reason = explain_id_mismatch(
                 mine,
@@ -91,14 +93,14 @@ def checkpoint_reference(
         texts=tuple(texts),
         ids=ours,
         mismatches=tuple(mismatches),
-        vectors=pooled_vectors(checkpoint.tower, ours.tolist()),
+        vectors=pooled_vectors(tower, ours.tolist()),
         lowercase=lowercase,
     )
 
 
 def check_against_checkpoint(
     service: EmbeddingService, reference: CheckpointReference, *, min_cosine: float | None
-) -> dict[str, Any]:
+) -> ExportCheck:
     """The service's vectors against PyTorch's (`checkpoint_reference`) on EDGE_CASE_TEXTS.
 
     Raises ExportCheckFailed when the bundle's ids miss the contract's or, with
@@ -111,11 +113,6 @@ def check_against_checkpoint(
     vectors = service.embed_texts(texts).vectors
     stats = compare_vectors(vectors, reference.vectors)
     mismatches = reference.mismatches
-    _log(
-        f"vs PyTorch on {stats.count} texts: cosine min {stats.cosine_min:.7f} mean "
-        f"{stats.cosine_mean:.7f}, max abs error {stats.max_abs_error:.2e}; tokenizer "
-        f"mismatches {len(mismatches)}"
-    )
     if mismatches:
         raise ExportCheckFailed(
             "tokenizer.json does not reproduce the contract's ids (the checkpoint's "
@@ -129,152 +126,15 @@ def check_against_checkpoint(
             f"{texts[stats.worst_index][:40]!r} is below {min_cosine} (max abs error "
             f"{stats.max_abs_error:.2e})"
         )
-    return {
-        "texts": len(texts),
-        "tokenizer_mismatches": 0,
-        "tokenizer_reference": "the contract's ids: the checkpoint's tokenizer.json (read with "
+    return ExportCheck(
+        texts=len(texts),
+        tokenizer_mismatches=0,
+        tokenizer_reference="the contract's ids: the checkpoint's tokenizer.json (read with "
         f"tokenizers) on the lowercased text ({reference.lowercase}), no special tokens added "
         f"and special-token strings as text, the first {MAX_LENGTH - 1} ids, <eos>, <pad> to "
         f"{MAX_LENGTH}",
-        "vs_pytorch": stats.as_dict(),
-    }
-
-
-def describe_checkpoint_tokenizer(
-    checkpoint: Any, *, lowercase: Lowercase, reference: Any = None
-) -> dict[str, Any]:
-    """What the checkpoint tokenizer does as the installed transformers loads it.
-
-    A GPU pipeline that calls it directly, as transformers documents SigLIP 2
-    (``tokenizer(text, padding="max_length", max_length=64, truncation=True)``), gets the
-    tokenizer's own post-processing, which transformers 4 rebuilt from
-    ``add_bos_token``/``add_eos_token`` and transformers 5 takes from ``tokenizer.json``;
-    transformers may also build the tokenizer otherwise than the file says (transformers 5
-    loads a SigLIP 2 checkpoint's as ``Siglip2Tokenizer``, which lowercases), and Hugging
-    Face tokenizers match special-token strings in the text unless
-    ``split_special_tokens=True``. Each is compared with the contract (from ``reference``,
-    the checkpoint's tokenizer.json) on EDGE_CASE_TEXTS; ``note``, present only when the
-    first two differ, says how a GPU pipeline calling it would depart from the contract.
-    """
-    import transformers
-
-    from .checkpoint import contract_token_ids, direct_call_token_ids, file_tokenizer
-
-    tokenizer = checkpoint.tokenizer
-    version = transformers.__version__
-    if reference is None:
-        reference = file_tokenizer(checkpoint)
-    contract = contract_token_ids(
-        reference, EDGE_CASE_TEXTS, lowercase=lowercase, max_length=MAX_LENGTH
+        vs_pytorch=VectorAgreement(**stats.as_dict()),
     )
-    eos, pad = contract[EDGE_CASE_TEXTS.index("")][:2]
-    bos = reference.token_to_id("<bos>")
-
-    def decode(ids: list[int]) -> str:
-        return str(reference.decode(ids, skip_special_tokens=False))
-
-    def differences(theirs: list[list[int]], ours: list[list[int]]) -> dict[str, int]:
-        """Each distinct reason (explain_id_mismatch) and on how many texts it shows."""
-        found: dict[str, int] = {}
-        for mine, ref in zip(ours, theirs, strict=True):
-            if mine != ref:
-                why = explain_id_mismatch(
-                    mine, ref, pad_id=pad, eos_id=eos, bos_id=bos, decode=decode
-                )
-                # positions and ids are for a text at a time; here only the kind counts
-                reason = "; ".join(
-                    "other ids for the text" if part.startswith("ids differ from") else part
-                    for part in why.split("; ")
-                )
-                found[reason] = found.get(reason, 0) + 1
-        return found
-
-    # transformers' own ids for the text (nothing added) against tokenizer.json's
-    theirs = contract_token_ids(
-        tokenizer, EDGE_CASE_TEXTS, lowercase=lowercase, max_length=MAX_LENGTH
-    )
-    content = differences(theirs, contract)
-    # its post-processing and padding, on top of its own ids for the text
-    reasons = differences(
-        direct_call_token_ids(
-            tokenizer, EDGE_CASE_TEXTS, lowercase=lowercase, max_length=MAX_LENGTH
-        ),
-        theirs,
-    )
-    special = [
-        i for i, t in enumerate(EDGE_CASE_TEXTS) if any(s in t for s in SPECIAL_TOKEN_STRINGS)
-    ]
-    unsplit = direct_call_token_ids(
-        tokenizer,
-        [EDGE_CASE_TEXTS[i] for i in special],
-        lowercase=lowercase,
-        max_length=MAX_LENGTH,
-        split_special_tokens=False,
-    )
-    split = direct_call_token_ids(
-        tokenizer, [EDGE_CASE_TEXTS[i] for i in special], lowercase=lowercase, max_length=MAX_LENGTH
-    )
-    total = len(EDGE_CASE_TEXTS)
-    record: dict[str, Any] = {
-        "transformers": version,
-        "class": type(tokenizer).__name__,
-        "call": f"tokenizer(text.lower(), padding='max_length', max_length={MAX_LENGTH}, "
-        "truncation=True)",
-        "post_processing": (
-            "; ".join(f"{r} ({n} of {total} texts)" for r, n in reasons.items())
-            if reasons
-            else "follows the contract (no <bos>, <eos> appended, <pad> on the right)"
-        ),
-        "content_ids": (
-            "; ".join(f"{r} ({n} of {total} texts)" for r, n in content.items())
-            if content
-            else "equal to tokenizer.json's"
-        ),
-        "special_token_strings": (
-            "matched as control tokens unless split_special_tokens=True"
-            if unsplit != split
-            else "text"
-        ),
-    }
-    notes = []
-    if reasons:
-        notes.append(
-            f"transformers {version} loads this tokenizer {_post_processing_phrase(reasons)}: a "
-            "GPU pipeline that calls it directly does not follow the SigLIP 2 contract (this "
-            "bundle does; build that pipeline's ids with add_special_tokens=False, then <eos> "
-            "and <pad>, or give the checkpoint a tokenizer.json whose post-processor is "
-            "'$A <eos>')"
-        )
-    if content:
-        notes.append(
-            f"transformers {version} loads this tokenizer as {type(tokenizer).__name__}, whose "
-            f"ids for the text itself differ from tokenizer.json's on {sum(content.values())} "
-            f"of {total} texts ({'; '.join(content)}); this bundle follows tokenizer.json"
-        )
-    if notes:
-        record["note"] = ". ".join(notes)
-    return record
-
-
-def _post_processing_phrase(reasons: dict[str, int]) -> str:
-    """``with a leading <bos> and no <eos>`` from explain_id_mismatch's reasons."""
-    parts = {part for reason in reasons for part in reason.split("; ")}
-    phrases = []
-    if any(p.startswith("adds <bos>") for p in parts):
-        phrases.append("a leading <bos>")
-    if "no <eos> appended" in parts:
-        phrases.append("no <eos>")
-    elif any(p.startswith("drops <eos>") for p in parts):
-        phrases.append("an <eos> that truncation drops")
-    rest = [
-        p
-        for p in sorted(parts)
-        if not p.startswith(("adds <bos>", "drops <eos>")) and p != "no <eos> appended"
-    ]
-    if phrases:
-        text = "with " + " and ".join(phrases)
-        return text + (f" ({'; '.join(rest)})" if rest else "")
-    return "so that " + "; ".join(rest)
 
 
 @dataclass(frozen=True)
@@ -284,6 +144,7 @@ class Fp32Vectors:
 
     corpus_size: int
     queries: int
+    query_texts: tuple[str, ...]
     corpus: np.ndarray
     query_vectors: np.ndarray
     edge_cases: np.ndarray
@@ -291,24 +152,29 @@ class Fp32Vectors:
 
 def fp32_fidelity_vectors(fp32: EmbeddingService, *, corpus_size: int, queries: int) -> Fp32Vectors:
     """The synthetic corpus (seed 1), the queries (seed 2) and EDGE_CASE_TEXTS, with fp32."""
+    corpus = synthetic_captions(corpus_size, seed=1)
+    query_texts = synthetic_captions(queries, seed=2)
     return Fp32Vectors(
         corpus_size=corpus_size,
         queries=queries,
-        corpus=fp32.embed_texts(synthetic_captions(corpus_size, seed=1)).vectors,
-        query_vectors=fp32.embed_texts(synthetic_captions(queries, seed=2)).vectors,
+        query_texts=tuple(query_texts),
+        corpus=fp32.embed_texts(corpus).vectors,
+        query_vectors=fp32.embed_texts(query_texts).vectors,
         edge_cases=fp32.embed_texts(EDGE_CASE_TEXTS).vectors,
     )
 
 
-def measure_int8_fidelity(int8: EmbeddingService, fp32: Fp32Vectors) -> dict[str, Any]:
+def measure_int8_fidelity(
+    int8: EmbeddingService, fp32: Fp32Vectors, *, fp32_vs_pytorch: VectorAgreement
+) -> Fidelity:
     """int8 against fp32: cosine on EDGE_CASE_TEXTS + queries, top-10 over a synthetic corpus.
 
     The corpus stands in for an index built with full precision: it is embedded once with
     fp32 (`fp32_fidelity_vectors`), and the queries are ranked against it with fp32 and with
-    int8 query vectors.
+    int8 query vectors. ``fp32_vs_pytorch``: the fp32 graph's own check, recorded beside it.
     """
     corpus, reference = fp32.corpus, fp32.query_vectors
-    ours = int8.embed_texts(synthetic_captions(fp32.queries, seed=2)).vectors
+    ours = int8.embed_texts(list(fp32.query_texts)).vectors
     cosine = compare_vectors(
         np.concatenate([int8.embed_texts(EDGE_CASE_TEXTS).vectors, ours]),
         np.concatenate([fp32.edge_cases, reference]),
@@ -316,14 +182,14 @@ def measure_int8_fidelity(int8: EmbeddingService, fp32: Fp32Vectors) -> dict[str
     overlap = topk_overlap(ours, reference, corpus, k=10)
     spread = corpus @ corpus.T
     off_diagonal = spread[~np.eye(len(corpus), dtype=bool)]
-    return {
-        "reference": "fp32 export of the same checkpoint",
-        "cosine": cosine.as_dict(),
-        "top10_overlap": overlap.as_dict(),
-        "corpus": f"{fp32.corpus_size} synthetic captions (seed 1), {fp32.queries} queries "
-        "(seed 2)",
-        "corpus_mean_pairwise_cosine": round(float(off_diagonal.mean()), 6),
-    }
+    return Fidelity(
+        reference="fp32 export of the same checkpoint",
+        cosine=VectorAgreement(**cosine.as_dict()),
+        top10_overlap=RankAgreement(**overlap.as_dict()),
+        corpus=f"{fp32.corpus_size} synthetic captions (seed 1), {fp32.queries} queries (seed 2)",
+        corpus_mean_pairwise_cosine=round(float(off_diagonal.mean()), 6),
+        fp32_vs_pytorch=fp32_vs_pytorch,
+    )
 
 
 def probe_reference(fp32: EmbeddingService) -> np.ndarray:

@@ -26,12 +26,11 @@ from ..errors import ToolError
 
 #: Peak resident memory of an export per byte of the text tower's fp32 weights, plus a
 #: fixed part (the interpreter, torch, transformers, ONNX Runtime, the tokenizer), with a
-#: margin over what was measured (docs/sizes.md; the summed RSS of the export and its
-#: child): a tower over 2 GB (so400m: 2.83 GB of weights) peaks while its child process
-#: traces it (so400m 7.6 GB fp32, 7.8 GB int8, giant-opt the same, large 6.5 GB), int8
-#: included, since ONNX Runtime's quantizer is given every weight but the token table;
-#: a tower under 2 GB peaks in ``torch.onnx.export``, which then builds the whole graph
-#: in memory (base: 5.7 GB for 1.13 GB of weights).
+#: margin over the peaks docs/sizes.md records (python -m benchmarks.export_memory: the
+#: summed RSS of the export and its child). A tower over 2 GB peaks while its child process
+#: traces it, int8 included, since ONNX Runtime's quantizer is given every weight but the
+#: token table; a tower under 2 GB peaks in ``torch.onnx.export``, which then builds the
+#: whole graph in memory: hence a larger factor below 2 GB.
 PEAK_PER_WEIGHT_BYTE = 2.6
 PEAK_PER_WEIGHT_BYTE_UNDER_2GB = 4.3
 FIXED_BYTES = 1_200_000_000

@@ -27,13 +27,12 @@ import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
+from ...bundle import Quantization, TokenEmbedding, WeightForm
 from .onnx_export import PROTOBUF_LIMIT, external_data_path, save_onnx
-
-WeightForm = Literal["int7", "int8", "uint8"]
 
 #: The MatMul weight forms, and whether each is exact on every kernel (saturation-free).
 WEIGHT_FORMS: dict[str, str] = {
@@ -72,29 +71,32 @@ class QuantizationInfo:
     weight_form: WeightForm = DEFAULT_WEIGHT_FORM
     largest_pair: int | None = None  # pair_bound over every integer weight (int7/int8)
 
-    def as_dict(self) -> dict[str, Any]:
+    def record(self) -> Quantization:
+        """The manifest's ``quantization``; init reads its ``saturation_free``."""
         weights = "per column" if self.per_channel else "per tensor"
         ops = "MatMul and fused Attention" if self.attention_nodes else "MatMul"
         kind = {"int7": "int8 (7-bit range)", "int8": "int8", "uint8": "uint8"}[self.weight_form]
         saturation_free = self.weight_form == "uint8" or (
             self.largest_pair is not None and self.largest_pair <= PAIR_LIMIT
         )
-        return {
-            "method": f"onnxruntime quantize_dynamic ({ops}, {kind} weights {weights}, uint8 "
+        return Quantization(
+            method=f"onnxruntime quantize_dynamic ({ops}, {kind} weights {weights}, uint8 "
             "activations) + token embedding int8 per row",
-            "weight_form": self.weight_form,
-            "weight_form_note": WEIGHT_FORMS[self.weight_form],
-            # Read at init (loading.kernel_check): a bundle that says so needs no exact kernel.
-            "saturation_free": saturation_free,
-            "largest_pair_of_products": self.largest_pair,
-            "matmul_integer_nodes": self.matmul_weights,
-            "qattention_nodes": self.attention_nodes,
-            "token_embedding": (
-                {"initializer": self.token_table, "shape": list(self.token_table_shape or ())}
+            weight_form=self.weight_form,
+            weight_form_note=WEIGHT_FORMS[self.weight_form],
+            saturation_free=saturation_free,
+            largest_pair_of_products=self.largest_pair,
+            matmul_integer_nodes=self.matmul_weights,
+            qattention_nodes=self.attention_nodes,
+            token_embedding=(
+                TokenEmbedding(
+                    initializer=self.token_table,
+                    shape=[int(d) for d in self.token_table_shape or ()],
+                )
                 if self.token_table
                 else None
             ),
-        }
+        )
 
 
 def quantize_int8(

@@ -28,20 +28,26 @@ def apply_contract(tokenizer: Tokenizer, *, lowercase: Lowercase, max_length: in
     if tokenizer.normalizer is not None:
         steps.append(tokenizer.normalizer)
     tokenizer.normalizer = normalizers.Sequence(steps) if steps else None
-    eos_id = tokenizer.token_to_id("<eos>")
-    pad_id = tokenizer.token_to_id("<pad>")
-    missing = [name for name, tid in (("<eos>", eos_id), ("<pad>", pad_id)) if tid is None]
-    if missing:
-        raise ValueError(
-            f"the tokenizer has no {' and no '.join(missing)} token: the SigLIP 2 contract ends "
-            "every text with <eos> and pads with <pad> (it is not a SigLIP 2 tokenizer)"
-        )
+    eos_id, pad_id = contract_tokens(tokenizer)
     tokenizer.post_processor = processors.TemplateProcessing(
         single="$A <eos>", pair="$A $B <eos>", special_tokens=[("<eos>", eos_id)]
     )
     tokenizer.enable_truncation(max_length=max_length)
     tokenizer.enable_padding(direction="right", pad_id=pad_id, pad_token="<pad>", length=max_length)
     return tokenizer
+
+
+def contract_tokens(tokenizer: Tokenizer) -> tuple[int, int]:
+    """The ids of ``<eos>`` and ``<pad>``; a ValueError naming whichever is missing."""
+    eos_id = tokenizer.token_to_id("<eos>")
+    pad_id = tokenizer.token_to_id("<pad>")
+    if eos_id is None or pad_id is None:
+        missing = [name for name, tid in (("<eos>", eos_id), ("<pad>", pad_id)) if tid is None]
+        raise ValueError(
+            f"the tokenizer has no {' and no '.join(missing)} token: the SigLIP 2 contract ends "
+            "every text with <eos> and pads with <pad> (it is not a SigLIP 2 tokenizer)"
+        )
+    return eos_id, pad_id
 
 
 def check_vocabulary(tokenizer: Any, *, rows: int) -> None:

@@ -33,6 +33,7 @@ from typing import Any
 
 from ...bundle import GraphBuild
 from ..errors import ToolError
+from .checkpoint import SourceSpec, load_checkpoint
 from .fusible import tower_shape
 from .memory import release_memory
 from .onnx_export import (
@@ -84,7 +85,7 @@ def build_graph(
 CHILD_PROCESS_BYTES = 256 * 1024**2
 
 
-def build_graph_in_child(spec: Any, path: Path, **options: Any) -> GraphBuild:
+def build_graph_in_child(spec: SourceSpec, path: Path, **options: Any) -> GraphBuild:
     """`build_graph` in a child process that loads the tower from ``spec`` itself and exits
     once the graph is written (``options``: `build_graph`'s): the same files, without what
     the trace leaves behind here.
@@ -94,9 +95,9 @@ def build_graph_in_child(spec: Any, path: Path, **options: Any) -> GraphBuild:
     layer's weights stay alive, unreachable from Python; a plain ``torch.nn.LayerNorm`` with
     an attribute set on its parameter, as transformers sets ``_is_hf_initialized``, leaks
     too). The tower's weights, memory-mapped from the checkpoint, then stay resident for
-    the rest of the export: 2.8 GB for so400m, beside the quantizer's copies. A process
-    that exits returns all of it. The caller drops its own tower before this starts, and
-    uses this for int8 (export.pipeline): an fp32 export peaks in the trace itself, and a
+    the rest of the export, beside the quantizer's copies (docs/sizes.md). A process that
+    exits returns all of it. The caller drops its own tower before this starts, and
+    uses this for int8 (export.steps.graph): an fp32 export peaks in the trace itself, and a
     child beside the caller holds more then than the caller alone.
     """
     import multiprocessing
@@ -107,9 +108,7 @@ def build_graph_in_child(spec: Any, path: Path, **options: Any) -> GraphBuild:
         return pool.submit(_child_build, spec, path, options).result()
 
 
-def _child_build(spec: Any, path: Path, options: dict[str, Any]) -> GraphBuild:
-    from .checkpoint import load_checkpoint
-
+def _child_build(spec: SourceSpec, path: Path, options: dict[str, Any]) -> GraphBuild:
     return build_graph(load_checkpoint(spec, tokenizer=False).release_tower(), path, **options)
 
 
@@ -136,9 +135,9 @@ def fuse_graph(path: Path, *, layers: int, heads: int, hidden: int) -> dict[str,
 
     options = FusionOptions("bert")
     options.enable_embed_layer_norm = False  # SigLIP has no token-type embedding
-    # SkipLayerNormalization (residual Add + LayerNorm in one kernel) measured slower than
-    # the Add and LayerNormalization it replaces on ONNX Runtime 1.32's CPU kernels: 23
-    # of them took 10 to 12 ms of a 1-thread int8 query, the unfused pair about 3 ms.
+    # SkipLayerNormalization (residual Add + LayerNorm in one kernel) is slower than the Add
+    # and LayerNormalization it replaces on ONNX Runtime's CPU kernels (docs/performance.md,
+    # the levers measured).
     options.enable_skip_layer_norm = False
     options.enable_bias_skip_layer_norm = False
     import onnx

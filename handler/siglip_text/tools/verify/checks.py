@@ -258,7 +258,7 @@ def likely_cause(embedder: Embedder, expected: list[list[int]]) -> str | None:
             "bos": -1 if bos is None else bos,
         }
     if embedder.manifest is not None and embedder.manifest.checkpoint_tokenizer:
-        note = embedder.manifest.checkpoint_tokenizer.get("note")
+        note = embedder.manifest.checkpoint_tokenizer.note
     rows = [r for r in expected if r]
     with_bos = sum(1 for r in rows if r[0] == ids["bos"])
     without_eos = sum(1 for r in rows if ids["eos"] not in r)

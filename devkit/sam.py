@@ -21,9 +21,9 @@ from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
-from tests.support.deployment import evaluate_conditions, parameter_defaults
+from devkit.deployment import evaluate_conditions, parameter_defaults
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "template.yaml"
 #: The account and region the translation pretends to deploy to (pseudo parameters).
 ACCOUNT_ID = "123456789012"
@@ -133,7 +133,7 @@ def resolve(cfn: dict[str, Any], value: Any, parameters: dict[str, str] | None =
 
     def substitute(text: str, names: dict[str, Any]) -> str:
         def one(match: Any) -> str:
-            name = match.group(1)
+            name: str = match.group(1)
             if name.startswith("!"):
                 return "${" + name[1:] + "}"
             if name in names:

@@ -36,7 +36,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from tests.support.paths import ROOT
+from devkit import ROOT
 
 MASK = 0x5A
 
@@ -53,7 +53,7 @@ def run_before_snapshot() -> None:
 
         callables = get_before_snapshot()
         while callables:
-            func, args, kwargs = callables.pop()  # type: ignore[misc]
+            func, args, kwargs = callables.pop()
             func(*args, **kwargs)
         return
     run()
@@ -66,7 +66,7 @@ def run_after_restore() -> None:
     except ImportError:
         from snapshot_restore_py import get_after_restore
 
-        for func, args, kwargs in get_after_restore():  # type: ignore[misc]
+        for func, args, kwargs in get_after_restore():
             func(*args, **kwargs)
         return
     run()
@@ -119,7 +119,7 @@ def reachable(needles: list[Any]) -> list[int]:
 
 
 class FunctionProcess:
-    """The function (tests/support/snapstart_function.py) in its own process."""
+    """The function (devkit/snapstart_function.py) in its own process."""
 
     def __init__(self, env: dict[str, str], work: Path) -> None:
         self.env = env
@@ -130,7 +130,7 @@ class FunctionProcess:
     def start(self, timeout: float = 120.0) -> None:
         # Inherited descriptors closed, a new session, no terminal: what CRIU can restore.
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.snapstart_function", str(self.socket)],
+            [sys.executable, "-m", "devkit.snapstart_function", str(self.socket)],
             cwd=ROOT,
             env=self.env,
             stdin=subprocess.DEVNULL,

@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.support.paths import EVENTS
+from devkit import ROOT
+
+EVENTS = ROOT / "events"
 
 
 def event_files() -> list[Path]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "template.yaml"
 DOCKERFILE = ROOT / "handler" / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
@@ -25,7 +25,7 @@ REQUIREMENTS_TXT = ROOT / "layers" / "python" / "requirements.txt"
 # --- template.yaml ----------------------------------------------------------------------------
 
 
-class _CloudFormationLoader(yaml.SafeLoader):
+class _CloudFormationLoader(yaml.SafeLoader):  # type: ignore[misc]  # yaml has no stubs here
     """YAML with CloudFormation's short intrinsic tags (!Ref, !Sub, !If, ...) as their long form."""
 
 
@@ -36,7 +36,7 @@ def _intrinsic(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[st
     elif isinstance(node, yaml.SequenceNode):
         value = loader.construct_sequence(node, deep=True)
     else:
-        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+        value = loader.construct_mapping(node, deep=True)
     if suffix in ("Ref", "Condition"):  # the two whose long form has no "Fn::"
         return {suffix: value}
     if suffix == "GetAtt" and isinstance(value, str):
@@ -48,7 +48,8 @@ _CloudFormationLoader.add_multi_constructor("!", _intrinsic)
 
 
 def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
-    return yaml.load(path.read_text(), Loader=_CloudFormationLoader)  # noqa: S506
+    template: dict[str, Any] = yaml.load(path.read_text(), Loader=_CloudFormationLoader)  # noqa: S506
+    return template
 
 
 class Unresolvable(ValueError):

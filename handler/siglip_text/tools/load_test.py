@@ -1,4 +1,4 @@
-"""`siglip-text bench`: an HTTP load generator for any /v1/embeddings endpoint.
+"""`siglip-text load-test`: an HTTP load generator for any /v1/embeddings endpoint.
 
 Seed 001's benchmark script as a tool: a local `siglip-text serve` or an API Gateway URL.
 Standard library only (one keep-alive connection per worker thread), so it runs anywhere
@@ -165,7 +165,7 @@ def run_load(args: argparse.Namespace) -> Report:
 
 def run(args: argparse.Namespace) -> int:
     if args.requests < 1 or args.concurrency < 1 or args.batch < 1 or args.warmup < 0:
-        print("bench: --requests, --concurrency and --batch must be >= 1", file=sys.stderr)
+        print("load-test: --requests, --concurrency and --batch must be >= 1", file=sys.stderr)
         return 2
     summary = run_load(args).summary()
     lat = summary["latency_ms"]
