@@ -127,6 +127,9 @@ def run_python_on(
     """Run ``python ARGS`` on ``cpu``; its stdout. Raises RuntimeError with its stderr."""
     search = [str(p) for p in (HANDLER, *path)]
     env = {**os.environ, "ORT_DISABLE_TELEMETRY": "1", "PYTHONPATH": ":".join(search)}
+    # OpenBLAS must detect the emulated CPU: a core type forced for the host (Haswell, say)
+    # runs AVX2 kernels that an emulated SandyBridge lacks (an illegal instruction).
+    env.pop("OPENBLAS_CORETYPE", None)
     result = subprocess.run(
         python_on(cpu, args, path=path),
         capture_output=True,
