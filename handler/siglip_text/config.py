@@ -47,6 +47,16 @@ class Settings(BaseSettings):
     max_pending_requests: int = Field(default=32, ge=0, le=100_000)
     shutdown_grace_seconds: float = Field(default=15.0, ge=0, le=3600)
 
+    # Requests that fit (limits.py). The largest answer a frontend can return: unset, it is
+    # Lambda's 6 MB synchronous response on Lambda and no limit under `serve` (nothing there
+    # buffers; set it when a proxy in front does).
+    max_response_bytes: int | None = Field(default=None, ge=1024)
+    # Of the invocation's remaining time, what the answer needs after the model (Lambda).
+    time_reserve_ms: int = Field(default=500, ge=0, le=600_000)
+    # The base path of a custom domain's API mapping, which API Gateway leaves in the event's
+    # path (Mangum's api_gateway_base_path); empty: none.
+    api_base_path: str = Field(default="", max_length=512)
+
     # Token-id inputs: "accept" embeds them as this model's ids; "reject" answers 400. Clients
     # that tokenize with tiktoken (LangChain's default) send ids of another vocabulary.
     token_id_inputs: Literal["accept", "reject"] = "accept"
