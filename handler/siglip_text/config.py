@@ -73,6 +73,13 @@ class Settings(BaseSettings):
     def _expand(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
 
+    @field_validator("api_base_path")
+    @classmethod
+    def _one_leading_slash(cls, value: str) -> str:
+        """``siglip``, ``/siglip`` and ``/siglip/`` are one base path: ``/siglip``."""
+        trimmed = value.strip().strip("/")
+        return f"/{trimmed}" if trimmed else ""
+
     def artifact_paths(self) -> BundlePaths:
         """Manifest, ONNX and tokenizer paths: explicit variables win over SIGLIP_MODEL_DIR."""
         base = self.model_dir
