@@ -54,8 +54,8 @@ class Settings(BaseSettings):
     # Of the invocation's remaining time, what the answer needs after the model (Lambda).
     time_reserve_ms: int = Field(default=500, ge=0, le=600_000)
     # The base path of a custom domain's API mapping, which API Gateway leaves in the event's
-    # path (Mangum's api_gateway_base_path); empty: none.
-    api_base_path: str = Field(default="", max_length=512)
+    # path (Mangum's api_gateway_base_path); unset or empty: none.
+    api_base_path: str | None = Field(default=None, max_length=512)
 
     # Token-id inputs: "accept" embeds them as this model's ids; "reject" answers 400. Clients
     # that tokenize with tiktoken (LangChain's default) send ids of another vocabulary.
@@ -75,10 +75,10 @@ class Settings(BaseSettings):
 
     @field_validator("api_base_path")
     @classmethod
-    def _one_leading_slash(cls, value: str) -> str:
+    def _one_leading_slash(cls, value: str | None) -> str | None:
         """``siglip``, ``/siglip`` and ``/siglip/`` are one base path: ``/siglip``."""
-        trimmed = value.strip().strip("/")
-        return f"/{trimmed}" if trimmed else ""
+        trimmed = (value or "").strip().strip("/")
+        return f"/{trimmed}" if trimmed else None
 
     def artifact_paths(self) -> BundlePaths:
         """Manifest, ONNX and tokenizer paths: explicit variables win over SIGLIP_MODEL_DIR."""

@@ -114,7 +114,9 @@ def _build_app() -> Any:
 
 app = _build_app()
 # A custom domain's API mapping leaves its base path in the event's path: Mangum strips it.
-asgi_handler = Mangum(app, lifespan="off", api_gateway_base_path=get_settings().api_base_path)
+asgi_handler = Mangum(
+    app, lifespan="off", api_gateway_base_path=get_settings().api_base_path or "/"
+)
 
 
 def _register_snapstart() -> SnapStart | None:

@@ -66,4 +66,4 @@ def test_without_the_setting_a_base_path_request_is_an_openai_shaped_404(
 @pytest.mark.parametrize("value", ["siglip", "/siglip", "/siglip/", " siglip/ "])
 def test_base_path_setting_takes_any_slashes(value: str) -> None:
     assert load_settings(api_base_path=value).api_base_path == "/siglip"
-    assert load_settings(api_base_path="/").api_base_path == ""
+    assert load_settings(api_base_path="/").api_base_path is None

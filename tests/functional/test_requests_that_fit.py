@@ -6,6 +6,7 @@ bundle and on the demo widened to a base tower's 768 dimensions (tests/support/w
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -14,7 +15,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import httpx
 import pytest
+from openai import APIStatusError, AsyncOpenAI
 from siglip_text.api import create_app
 from siglip_text.config import load_settings
 from siglip_text.limits import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_that_fit
@@ -216,3 +219,35 @@ def test_a_request_whose_rest_cannot_finish_stops_between_chunks(
     assert ran == [16]
     # AND with time to spare it is answered
     assert lambda_answer(served)[0] == 200
+
+
+@pytest.mark.parametrize("refusal", ["response_too_large", "insufficient_time"])
+def test_the_openai_client_does_not_retry_either_refusal(demo_dir: Path, refusal: str) -> None:
+    # GIVEN the openai client with its default retries, in front of the real app
+    limit = 2048 if refusal == "response_too_large" else None
+    settings = load_settings(model_dir=demo_dir, ort_intra_op_threads=1, max_response_bytes=limit)
+    service = load_service(settings)
+    app = create_app(service, settings)
+    arrived: list[str] = []
+
+    async def counted(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            arrived.append(scope["path"])
+            if refusal == "insufficient_time":  # as Mangum passes Lambda's context: 0.1 s left
+                scope["aws.context"] = ScriptedContext(remaining=[100])
+        await app(scope, receive, send)
+
+    async def call() -> None:
+        transport = httpx.ASGITransport(app=counted)
+        async with httpx.AsyncClient(transport=transport) as http:
+            client = AsyncOpenAI(base_url="http://test/v1", api_key="k", http_client=http)
+            assert client.max_retries == 2
+            await client.embeddings.create(input=TEXTS[:40], model=service.model_id)
+
+    # WHEN a request gets the refusal
+    with pytest.raises(APIStatusError) as caught:
+        asyncio.run(call())
+    # THEN it is a 413 with that code, sent once: OpenAI's clients retry 408, 409, 429, 5xx
+    assert caught.value.status_code == 413
+    assert caught.value.code == refusal
+    assert arrived == ["/v1/embeddings"]
