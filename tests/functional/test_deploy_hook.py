@@ -18,6 +18,7 @@ import boto3
 import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
+from moto import mock_aws
 from siglip_text.config import load_settings
 from siglip_text.deploy_hook import PROBE_TEXT, gateway_event, lambda_invoker, run_hook
 from siglip_text.loading import load_service
@@ -167,3 +168,45 @@ def test_the_hook_sends_the_events_api_gateway_sends() -> None:
     assert json.loads(event["body"]) == {"input": "x"}
     assert event["multiValueHeaders"]["Authorization"] == ["Bearer k" * 3]
     assert PROBE_TEXT == SERVICE_PROBE_TEXT
+
+
+def test_under_api_key_auth_the_hook_sends_a_key_from_the_functions_secret(
+    recorded_bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "hook-test-key-0123456789abcdef"
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        secrets = boto3.client("secretsmanager", region_name="us-east-1")
+        arn = secrets.create_secret(Name="siglip-text/api-key", SecretString=key)["ARN"]
+        auth = {"SIGLIP_AUTH_MODE": "api-key", "SIGLIP_API_KEY_SECRET_ARN": arn}
+        # GIVEN a new version that takes the key (its init reads the same secret)
+        with imported_lambda(recorded_bundle, **auth) as module:
+            # WHEN the hook runs with the function's auth settings
+            monkeypatch.setenv("SIGLIP_MODEL_DIR", str(recorded_bundle))
+            for name, value in auth.items():
+                monkeypatch.setenv(name, value)
+            codedeploy = boto3.client("codedeploy", region_name="us-east-1")
+            with Stubber(codedeploy) as stub:
+                stub.add_response(
+                    "put_lifecycle_event_hook_execution_status",
+                    {},
+                    {
+                        "deploymentId": LIFECYCLE_EVENT["DeploymentId"],
+                        "lifecycleEventHookExecutionId": LIFECYCLE_EVENT[
+                            "LifecycleEventHookExecutionId"
+                        ],
+                        "status": "Succeeded",
+                    },
+                )
+                reported = run_hook(
+                    dict(LIFECYCLE_EVENT),
+                    invoke=invoker(module),
+                    codedeploy=codedeploy,
+                    secrets=secrets,
+                )
+            # AND the new version refuses a request without the key
+            bare = invoker(module)(gateway_event("POST", "/v1/embeddings", {"input": "x"}, None))
+    # THEN the hook passed, with the key the version requires
+    assert reported["status"] == "Succeeded", reported
+    assert bare["statusCode"] == 401
+    assert key not in reported["report"]
