@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from .errors import InsufficientTimeError, ResponseTooLargeError
 
 #: Lambda's synchronous invoke response (the whole proxy response: status, headers, body):
-#: 6 MB ("Lambda quotas"); counted as 6 MiB, the figure Lambda's own error message states.
+#: 6 MB ("Lambda quotas"), counted as 6 MiB, a little under the 6,291,556 bytes that
+#: Lambda's error message names for a larger answer.
 LAMBDA_RESPONSE_LIMIT_BYTES = 6 * 1024 * 1024
 
 #: The longest text orjson writes for a float32 in [-1, 1] (``-0.0000133981575``), plus its
