@@ -154,12 +154,14 @@ class EmbeddingService:
     def embed_texts(self, texts: Sequence[str], deadline: Deadline | None = None) -> Embeddings:
         """Embed texts; with a cache, repeated texts skip tokenization and the model."""
         if self._cache is None:
+            self._before_the_work(len(texts), deadline)
             return self._run(self.tokenizer.encode_texts(texts), deadline)
         cached = [self._cache.get(t) for t in texts]
         missing = [i for i, item in enumerate(cached) if item is None]
         vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
         counts = [0] * len(texts)
         if missing:
+            self._before_the_work(len(missing), deadline)
             fresh = self._run(self.tokenizer.encode_texts([texts[i] for i in missing]), deadline)
             for row, i in enumerate(missing):
                 vector = fresh.vectors[row].copy()
@@ -175,7 +177,18 @@ class EmbeddingService:
         self, sequences: Sequence[Sequence[int]], deadline: Deadline | None = None
     ) -> Embeddings:
         """Embed token-id sequences taken as given (no EOS added), truncated and padded."""
+        self._before_the_work(len(sequences), deadline)
         return self._run(self.tokenizer.encode_token_ids(sequences), deadline)
+
+    def _before_the_work(self, rows: int, deadline: Deadline | None) -> None:
+        """The deadline's check before tokenization (the encoder checks again per chunk)."""
+        if deadline is not None and rows:
+            deadline.check(
+                rows_left=rows,
+                next_rows=min(rows, self.encoder.max_batch_size),
+                total=rows,
+                pace=self.encoder.pace,
+            )
 
     def _run(self, batch: TokenBatch, deadline: Deadline | None = None) -> Embeddings:
         return Embeddings(self.encoder.encode(batch.ids, deadline), batch.lengths)

@@ -205,7 +205,8 @@ def test_a_request_whose_rest_cannot_finish_stops_between_chunks(
     # GIVEN a batch of 4 chunks, and an invocation whose clock runs out after the first
     with imported_lambda(demo_dir, SIGLIP_MAX_TEXT_BATCH_SIZE="16") as module:
         rows = counting_model_runs(module, monkeypatch)
-        context = ScriptedContext(remaining=[30_000, 400])
+        # (read before tokenization, before the first chunk, then before the second)
+        context = ScriptedContext(remaining=[30_000, 30_000, 400])
         result = module.handler(embeddings_event({"input": TEXTS[:64]}), context)
         ran = list(rows)
         # AND the same request with time to spare
