@@ -13,11 +13,10 @@ unchanged gets the same answer, so it must be split, not retried.
   and its comma. A request over the limit is refused whatever its vectors turn out to be, so
   the same request always gets the same answer.
 - **Remaining time.** `Deadline` holds the invocation's clock (the Lambda context's
-  ``get_remaining_time_in_millis``). The service asks it before tokenizing, the encoder
-  before each chunk of the batch: it
-  stops the request when the rest cannot finish in the time left even at the best pace this
-  process has measured, or when the next chunk at the last chunk's pace would run into the
-  timeout. Lambda would otherwise end the invocation with a timeout, which API Gateway answers
+  ``get_remaining_time_in_millis``). The service asks it before tokenizing, the encoder before
+  each chunk of the batch: it stops the request when the rest cannot finish in the time left
+  even at the best pace this process has measured, or when the next chunk at the last chunk's
+  pace would run into the timeout. Lambda would otherwise end the invocation with a timeout, which API Gateway answers
   with a 5xx that OpenAI clients retry (three billed timeouts).
 """
 
