@@ -16,8 +16,8 @@ unchanged gets the same answer, so it must be split, not retried.
   ``get_remaining_time_in_millis``). The service asks it before tokenizing, the encoder before
   each chunk of the batch: it stops the request when the rest cannot finish in the time left
   even at the best pace this process has measured, or when the next chunk at the last chunk's
-  pace would run into the timeout. Lambda would otherwise end the invocation with a timeout, which API Gateway answers
-  with a 5xx that OpenAI clients retry (three billed timeouts).
+  pace would run into the timeout. Lambda would otherwise end the invocation with a timeout,
+  which API Gateway answers with a 5xx that OpenAI clients retry (three billed timeouts).
 """
 
 from __future__ import annotations
