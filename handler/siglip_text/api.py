@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -37,6 +37,7 @@ from .errors import (
     scrubbed,
 )
 from .http_errors import body_too_large, declares_more_than, error_answer, error_json
+from .limits import Deadline, check_response_fits
 from .schemas import (
     EncodingFormat,
     ErrorResponse,
@@ -75,8 +76,12 @@ def create_app(
     observer: RequestObserver | None = None,
     authenticator: Authenticator | None = None,
     offload_inference: bool = True,
+    frontend_response_limit: int | None = None,
 ) -> FastAPI:
     """Build the app around a loaded service. Settings bound the work of each request.
+
+    ``frontend_response_limit`` is the response size the platform in front allows (Lambda's
+    6 MB), used when ``SIGLIP_MAX_RESPONSE_BYTES`` is unset; None: no limit (`serve`).
 
     ``offload_inference`` runs tokenization, the model and serialization in a worker thread,
     so that the event loop keeps answering (and refusing with 429) while a request computes.
@@ -84,6 +89,7 @@ def create_app(
     hop is a cost with nothing to gain (docs/performance.md).
     """
     settings = settings or Settings()
+    response_limit = settings.max_response_bytes or frontend_response_limit
     admission = Admission(
         in_flight=settings.max_concurrent_requests, pending=settings.max_pending_requests
     )
@@ -211,13 +217,22 @@ def create_app(
         else:
             parsed, inputs = _parse_and_validate(body, service, settings)
         encoding: EncodingFormat = parsed.encoding_format or "float"
+        check_response_fits(
+            len(inputs.items),
+            limit=response_limit,
+            dimension=service.dimension,
+            encoding=encoding,
+            model=service.model_id,
+            max_tokens=service.max_tokens,
+        )
+        deadline = invocation_deadline(request.scope, settings)
         if settings.log_inputs:
             # In the message itself: `serve`'s plain log format drops `extra` fields.
             logger.info("inputs: %s", [_short(repr(i), 200) for i in inputs.items[:16]])
 
         def work() -> tuple[bytes, Embeddings]:
             try:
-                result = service.embed(inputs)
+                result = service.embed(inputs, deadline)
                 content = embeddings_response(
                     result.vectors,
                     model=service.model_id,
@@ -246,6 +261,14 @@ def create_app(
 
     app.include_router(v1)
     return app
+
+
+def invocation_deadline(scope: Mapping[str, Any], settings: Settings) -> Deadline | None:
+    """The Lambda invocation's clock (Mangum puts the context in the scope); None elsewhere."""
+    remaining = getattr(scope.get("aws.context"), "get_remaining_time_in_millis", None)
+    if not callable(remaining):
+        return None
+    return Deadline(remaining, reserve_s=settings.time_reserve_ms / 1000.0)
 
 
 async def _read_body(request: Request, limit: int) -> bytes:

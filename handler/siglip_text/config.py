@@ -53,6 +53,16 @@ class Settings(BaseSettings):
     body_total_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
     max_connections: int = Field(default=128, ge=1, le=100_000)
 
+    # Requests that fit (limits.py). The largest answer a frontend can return: unset, it is
+    # Lambda's 6 MB synchronous response on Lambda and no limit under `serve` (nothing there
+    # buffers; set it when a proxy in front does).
+    max_response_bytes: int | None = Field(default=None, ge=1024)
+    # Of the invocation's remaining time, what the answer needs after the model (Lambda).
+    time_reserve_ms: int = Field(default=500, ge=0, le=600_000)
+    # The base path of a custom domain's API mapping, which API Gateway leaves in the event's
+    # path (Mangum's api_gateway_base_path); unset or empty: none.
+    api_base_path: str | None = Field(default=None, max_length=512)
+
     # Token-id inputs: "accept" embeds them as this model's ids; "reject" answers 400. Clients
     # that tokenize with tiktoken (LangChain's default) send ids of another vocabulary.
     token_id_inputs: Literal["accept", "reject"] = "accept"
@@ -78,13 +88,17 @@ class Settings(BaseSettings):
             )
         return self
 
-    # A custom domain's base-path mapping (template.yaml's ApiBasePath), stripped by Mangum.
-    api_base_path: str | None = None
-
     @field_validator("model_dir", "model_manifest_path", "onnx_model_path", "tokenizer_path")
     @classmethod
     def _expand(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
+
+    @field_validator("api_base_path")
+    @classmethod
+    def _one_leading_slash(cls, value: str | None) -> str | None:
+        """``siglip``, ``/siglip`` and ``/siglip/`` are one base path: ``/siglip``."""
+        trimmed = (value or "").strip().strip("/")
+        return f"/{trimmed}" if trimmed else None
 
     def artifact_paths(self) -> BundlePaths:
         """Manifest, ONNX and tokenizer paths: explicit variables win over SIGLIP_MODEL_DIR."""

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnxruntime as ort
 
 from .errors import InferenceError, ModelLoadError, scrubbed
+from .limits import Pace
+
+if TYPE_CHECKING:
+    from .limits import Deadline
 
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
@@ -56,6 +62,7 @@ class OnnxEncoder:
         self.max_batch_size = config.max_batch_size
         self.intra_op_threads = config.intra_op_threads
         self.session = _create_session(path, config)
+        self.pace = Pace()  # seconds per input, measured on every chunk (the init probe first)
         self._mask_dtype = self._check_inputs()
         self._check_output()
 
@@ -119,13 +126,22 @@ class OnnxEncoder:
                 f"embedding_dimension is {self.dimension}"
             )
 
-    def encode(self, ids: np.ndarray) -> np.ndarray:
-        """``[n, L]`` int64 ids -> ``[n, D]`` float32 unit vectors, in chunks of max batch."""
+    def encode(self, ids: np.ndarray, deadline: Deadline | None = None) -> np.ndarray:
+        """``[n, L]`` int64 ids -> ``[n, D]`` float32 unit vectors, in chunks of max batch.
+
+        With a ``deadline``, each chunk starts only if the rest can still finish in time.
+        """
         count = ids.shape[0]
         result = np.empty((count, self.dimension), dtype=np.float32)
         for start in range(0, count, self.max_batch_size):
             chunk = ids[start : start + self.max_batch_size]
+            if deadline is not None:
+                deadline.check(
+                    rows_left=count - start, next_rows=len(chunk), total=count, pace=self.pace
+                )
+            began = time.perf_counter()
             result[start : start + len(chunk)] = self._run(chunk)
+            self.pace.record(time.perf_counter() - began, len(chunk))
         return result
 
     def _run(self, ids: np.ndarray) -> np.ndarray:

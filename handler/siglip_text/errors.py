@@ -86,6 +86,18 @@ class PayloadTooLargeError(SiglipError):
     code = "payload_too_large"
 
 
+class ResponseTooLargeError(SiglipError):
+    """Raised when a request's answer could exceed the frontend's response limit."""
+
+    code = "response_too_large"
+
+
+class InsufficientTimeError(SiglipError):
+    """Raised when a request's compute cannot finish in the invocation's remaining time."""
+
+    code = "insufficient_time"
+
+
 class ModelNotFoundError(SiglipError):
     """Raised when a request names a model other than the one served."""
 

@@ -15,6 +15,7 @@ from .errors import (
     AuthenticationError,
     ConfigError,
     InferenceError,
+    InsufficientTimeError,
     InvalidInputError,
     KeysUnavailableError,
     ModelLoadError,
@@ -22,6 +23,7 @@ from .errors import (
     OverloadedError,
     PayloadTooLargeError,
     RequestTimeoutError,
+    ResponseTooLargeError,
     ShuttingDownError,
     SiglipError,
     TooManyInputsError,
@@ -38,6 +40,10 @@ ERRORS: dict[type[SiglipError], tuple[int, str]] = {
     PayloadTooLargeError: (413, "invalid_request_error"),
     TooManyInputsError: (413, "invalid_request_error"),
     UnsupportedMediaTypeError: (415, "invalid_request_error"),
+    # Both say "split the request": the same request gets the same answer, and OpenAI's
+    # clients retry 408, 409, 429 and 5xx but not 413 (docs/api.md).
+    ResponseTooLargeError: (413, "invalid_request_error"),
+    InsufficientTimeError: (413, "invalid_request_error"),
     OverloadedError: (429, "rate_limit_error"),
     ShuttingDownError: (503, "server_error"),
     KeysUnavailableError: (503, "server_error"),

@@ -52,6 +52,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from mangum import Mangum  # noqa: E402
 
 from .api import create_app  # noqa: E402
+from .limits import LAMBDA_RESPONSE_LIMIT_BYTES  # noqa: E402
 from .observability import PowertoolsObserver  # noqa: E402
 
 SERVICE_NAME = os.environ.get("POWERTOOLS_SERVICE_NAME", "siglip-text")
@@ -121,11 +122,15 @@ def _build_app() -> Any:
         observer=observer,
         authenticator=authenticator,
         offload_inference=False,  # one request per environment: no thread hop needed
+        frontend_response_limit=LAMBDA_RESPONSE_LIMIT_BYTES,
     )
 
 
 app = _build_app()
-asgi_handler = Mangum(app, lifespan="off")
+# A custom domain's API mapping leaves its base path in the event's path: Mangum strips it.
+asgi_handler = Mangum(
+    app, lifespan="off", api_gateway_base_path=get_settings().api_base_path or "/"
+)
 
 
 def _register_snapstart() -> SnapStart | None:

@@ -11,7 +11,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from .bundle import Manifest
 from .encoder import OnnxEncoder
 from .errors import ModelLoadError, SiglipError
 from .tokenization import SiglipTokenizer, TokenBatch
+
+if TYPE_CHECKING:
+    from .limits import Deadline
 
 PROBE_TEXT = "a photo of a cat"
 
@@ -175,22 +178,25 @@ class EmbeddingService:
         """The threads the ONNX Runtime session was built with (what the init log reports)."""
         return self.encoder.intra_op_threads
 
-    def embed(self, inputs: Inputs) -> Embeddings:
-        """Embed texts or token-id sequences, whichever the inputs are."""
+    def embed(self, inputs: Inputs, deadline: Deadline | None = None) -> Embeddings:
+        """Embed texts or token-id sequences, whichever the inputs are; a ``deadline`` stops
+        the model between chunks when the rest cannot finish in time (limits.py)."""
         if isinstance(inputs, TextInputs):
-            return self.embed_texts(inputs.items)
-        return self.embed_token_ids(inputs.items)
+            return self.embed_texts(inputs.items, deadline)
+        return self.embed_token_ids(inputs.items, deadline)
 
-    def embed_texts(self, texts: Sequence[str]) -> Embeddings:
+    def embed_texts(self, texts: Sequence[str], deadline: Deadline | None = None) -> Embeddings:
         """Embed texts; with a cache, repeated texts skip tokenization and the model."""
         if self._cache is None:
-            return self._run(self.tokenizer.encode_texts(texts))
+            self._before_the_work(len(texts), deadline)
+            return self._run(self.tokenizer.encode_texts(texts), deadline)
         cached = [self._cache.get(t) for t in texts]
         missing = [i for i, item in enumerate(cached) if item is None]
         vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
         counts = [0] * len(texts)
         if missing:
-            fresh = self._run(self.tokenizer.encode_texts([texts[i] for i in missing]))
+            self._before_the_work(len(missing), deadline)
+            fresh = self._run(self.tokenizer.encode_texts([texts[i] for i in missing]), deadline)
             for row, i in enumerate(missing):
                 vector = fresh.vectors[row].copy()
                 vector.setflags(write=False)
@@ -201,12 +207,25 @@ class EmbeddingService:
                 vectors[i], counts[i] = item
         return Embeddings(vectors, counts, cache_hits=len(texts) - len(missing))
 
-    def embed_token_ids(self, sequences: Sequence[Sequence[int]]) -> Embeddings:
+    def embed_token_ids(
+        self, sequences: Sequence[Sequence[int]], deadline: Deadline | None = None
+    ) -> Embeddings:
         """Embed token-id sequences taken as given (no EOS added), truncated and padded."""
-        return self._run(self.tokenizer.encode_token_ids(sequences))
+        self._before_the_work(len(sequences), deadline)
+        return self._run(self.tokenizer.encode_token_ids(sequences), deadline)
 
-    def _run(self, batch: TokenBatch) -> Embeddings:
-        return Embeddings(self.encoder.encode(batch.ids), batch.lengths)
+    def _before_the_work(self, rows: int, deadline: Deadline | None) -> None:
+        """The deadline's check before tokenization (the encoder checks again per chunk)."""
+        if deadline is not None and rows:
+            deadline.check(
+                rows_left=rows,
+                next_rows=min(rows, self.encoder.max_batch_size),
+                total=rows,
+                pace=self.encoder.pace,
+            )
+
+    def _run(self, batch: TokenBatch, deadline: Deadline | None = None) -> Embeddings:
+        return Embeddings(self.encoder.encode(batch.ids, deadline), batch.lengths)
 
     def cache_stats(self) -> dict[str, int] | None:
         if self._cache is None:

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 import pytest
+from siglip_text import deploy_hook
 
 from devkit.deployment import load_template
 from devkit.sam import resolve
@@ -178,7 +179,7 @@ def test_the_hook_runs_the_same_image_with_its_own_command_and_least_privilege()
     # AND it may invoke the new version (not the alias, not $LATEST) and report to CodeDeploy
     env = stack.value(hook["Environment"]["Variables"])
     version_id, _ = next(iter(stack.of_type("AWS::Lambda::Version").items()))
-    assert env["SIGLIP_HOOK_TARGET_VERSION"] == {"Ref": version_id}
+    assert env[deploy_hook.TARGET_ENV] == {"Ref": version_id}  # the name the hook reads
     granted = {
         s["Action"]: s["Resource"]
         for s in statements(stack, f"{HOOK}Role")
