@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from siglip_text import deploy_hook
+from siglip_text.limits import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_that_fit
 
 from devkit.deployment import load_template
 from devkit.sam import resolve
@@ -291,7 +292,17 @@ def test_sizes_md_gives_each_size_the_smaller_of_its_time_and_response_bounds() 
     measured = per_input_ms()
     assert {name for name, _ in rows} == set(measured)
     dims = {"base": 768, "large": 1024, "so400m": 1152, "giant-opt": 1536}
-    response_bound = {768: 650, 1024: 490, 1152: 430, 1536: 325}
+    # the most float vectors the function answers within Lambda's response (limits.py)
+    response_bound = {
+        d: inputs_that_fit(
+            LAMBDA_RESPONSE_LIMIT_BYTES,
+            dimension=d,
+            encoding="float",
+            model="google/siglip2-so400m-patch16-naflex",
+            max_tokens=64,
+        )
+        for d in dims.values()
+    }
     for name, rest in rows:
         ms, by_time, by_response, safe = (
             int(c.strip().replace(",", "")) for c in rest.strip(" |").split("|")
