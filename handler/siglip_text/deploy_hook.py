@@ -32,6 +32,7 @@ from typing import Any
 from .auth import parse_keys
 from .bundle import Manifest, load_manifest
 from .config import ENV_PREFIX, load_settings
+from .proxy_event import rest_proxy_event
 
 logger = logging.getLogger("siglip_text.deploy_hook")
 logger.setLevel(logging.INFO)
@@ -215,24 +216,11 @@ def gateway_event(
         headers["Content-Type"] = "application/json"
     if authorization is not None:
         headers["Authorization"] = authorization
-    return {
-        "resource": path,
-        "path": path,
-        "httpMethod": method,
-        "headers": headers,
-        "multiValueHeaders": {name: [value] for name, value in headers.items()},
-        "queryStringParameters": None,
-        "multiValueQueryStringParameters": None,
-        "pathParameters": None,
-        "stageVariables": None,
-        "requestContext": {
-            "resourcePath": path,
-            "httpMethod": method,
-            "path": path,
-            "stage": "pre-traffic",
-            "requestId": "pre-traffic-hook",
-            "identity": {"sourceIp": "127.0.0.1", "userAgent": "siglip-text-deploy-hook"},
-        },
-        "body": json.dumps(body) if body is not None else None,
-        "isBase64Encoded": False,
-    }
+    return rest_proxy_event(
+        method,
+        path,
+        headers=headers,
+        body=json.dumps(body) if body is not None else None,
+        stage="pre-traffic",
+        request_id="pre-traffic-hook",
+    )

@@ -43,6 +43,7 @@ from .encoder import OnnxEncoder
 from .errors import ModelLoadError
 from .http_errors import error_answer
 from .loading import session_config
+from .proxy_event import rest_proxy_event
 from .self_check import MARGIN, check_int8_kernel, check_reference, cosine_to_reference
 from .service import PROBE_TEXT, EmbeddingService
 
@@ -226,27 +227,14 @@ def probe_vector(service: EmbeddingService) -> np.ndarray:
 
 def warm_up_event(headers: dict[str, str], body: str) -> dict[str, Any]:
     """An API Gateway REST (v1) proxy event for POST /v1/embeddings."""
-    return {
-        "resource": "/v1/embeddings",
-        "path": "/v1/embeddings",
-        "httpMethod": "POST",
-        "headers": headers,
-        "multiValueHeaders": {name: [value] for name, value in headers.items()},
-        "queryStringParameters": None,
-        "multiValueQueryStringParameters": None,
-        "pathParameters": None,
-        "stageVariables": None,
-        "requestContext": {
-            "resourcePath": "/v1/embeddings",
-            "httpMethod": "POST",
-            "path": "/v1/embeddings",
-            "stage": "snapstart",
-            "requestId": "snapstart-warm-up",
-            "identity": {"sourceIp": "127.0.0.1"},
-        },
-        "body": body,
-        "isBase64Encoded": False,
-    }
+    return rest_proxy_event(
+        "POST",
+        "/v1/embeddings",
+        headers=headers,
+        body=body,
+        stage="snapstart",
+        request_id="snapstart-warm-up",
+    )
 
 
 def warm_up_context() -> Any:

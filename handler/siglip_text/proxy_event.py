@@ -1,0 +1,45 @@
+"""An API Gateway REST API (v1) proxy event, as the gateway sends the function a request.
+
+The function calls itself through Mangum with one in two places: the SnapStart warm-up
+(snapstart.py) and the pre-traffic hook's requests to a new version (deploy_hook.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def rest_proxy_event(
+    method: str,
+    path: str,
+    *,
+    headers: dict[str, str],
+    body: str | None,
+    stage: str,
+    request_id: str,
+) -> dict[str, Any]:
+    """The event for one request; ``headers`` as the client sent them."""
+    identity = {"sourceIp": "127.0.0.1"}
+    if "User-Agent" in headers:
+        identity["userAgent"] = headers["User-Agent"]
+    return {
+        "resource": path,
+        "path": path,
+        "httpMethod": method,
+        "headers": headers,
+        "multiValueHeaders": {name: [value] for name, value in headers.items()},
+        "queryStringParameters": None,
+        "multiValueQueryStringParameters": None,
+        "pathParameters": None,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": path,
+            "httpMethod": method,
+            "path": path,
+            "stage": stage,
+            "requestId": request_id,
+            "identity": identity,
+        },
+        "body": body,
+        "isBase64Encoded": False,
+    }
