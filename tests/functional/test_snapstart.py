@@ -28,6 +28,7 @@ from devkit.snapstart import (
 )
 from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event
 from tests.support.openai_shapes import assert_openai_error
+from tests.support.secrets import moto_endpoint, secrets_client
 
 snapshot_restore_py = pytest.importorskip(
     "snapshot_restore_py", reason="snapshot-restore-py is a runtime dependency"
@@ -198,24 +199,9 @@ def test_after_restore_the_thread_count_is_detected_again(
 
 @pytest.fixture
 def moto_server() -> Iterator[str]:
-    server_module = pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
-    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
-def secrets_on(endpoint: str) -> Any:
-    return boto3.client(
-        "secretsmanager",
-        region_name="us-east-1",
-        endpoint_url=endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
+    with moto_endpoint() as endpoint:
+        yield endpoint
 
 
 def api_key_env(demo_dir: Path, endpoint: str, arn: str) -> dict[str, str]:
@@ -233,7 +219,7 @@ def api_key_env(demo_dir: Path, endpoint: str, arn: str) -> dict[str, str]:
 def test_after_the_before_snapshot_hooks_no_key_nor_digest_is_reachable(
     demo_dir: Path, moto_server: str, tmp_path: Path
 ) -> None:
-    client = secrets_on(moto_server)
+    client = secrets_client(moto_server)
     rotating = json.dumps({"keys": [NEW_KEY, KEY]})
     arn = client.create_secret(Name=f"siglip-text/{tmp_path.name}", SecretString=rotating)["ARN"]
     with function_process(api_key_env(demo_dir, moto_server, arn), tmp_path) as function:

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import numpy as np
 import pytest
 
@@ -29,6 +28,7 @@ from devkit.snapstart import (
     wait_gone,
 )
 from tests.support.aws_lambda import load_event
+from tests.support.secrets import moto_endpoint, secrets_client
 
 pytestmark = pytest.mark.slow
 
@@ -46,14 +46,9 @@ def criu() -> None:
 
 @pytest.fixture
 def moto_server() -> Iterator[str]:
-    server_module = pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
-    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
+    with moto_endpoint() as endpoint:
+        yield endpoint
 
 
 def embed_event(key: str) -> dict[str, Any]:
@@ -71,13 +66,7 @@ def vectors(result: dict[str, Any]) -> np.ndarray:
 def test_a_checkpointed_function_restores_answers_the_same_and_reads_the_rotated_key(
     criu: None, demo_dir: Path, moto_server: str, tmp_path: Path
 ) -> None:
-    client = boto3.client(
-        "secretsmanager",
-        region_name="us-east-1",
-        endpoint_url=moto_server,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    client = secrets_client(moto_server)
     arn = client.create_secret(Name=f"siglip-text/{tmp_path.name}", SecretString=KEY)["ARN"]
     env = function_env(
         demo_dir,

@@ -126,3 +126,28 @@ def secrets_server(secret: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sec
     finally:
         relay.close()
         server.stop()
+
+
+@contextlib.contextmanager
+def moto_endpoint() -> Iterator[str]:
+    """moto in server mode on loopback, for a function in another process: its URL."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+def secrets_client(endpoint: str) -> Any:
+    """A Secrets Manager client of moto's server at ``endpoint``."""
+    return boto3.client(
+        "secretsmanager",
+        region_name="us-east-1",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
