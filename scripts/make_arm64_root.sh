@@ -28,6 +28,6 @@ fi
 if [ ! -d "$SITE/onnxruntime" ]; then
     $PIP install --quiet --target "$SITE" --platform manylinux2014_aarch64 \
         --platform manylinux_2_28_aarch64 --only-binary=:all: --python-version 3.13 \
-        --implementation cp --require-hashes -r "$HERE/layers/python/requirements.txt"
+        --implementation cp --require-hashes --no-deps -r "$HERE/layers/python/requirements.txt"
 fi
 echo "arm64 root: $ROOT ($(ls "$ROOT"/usr/bin/python3.13)), site: $SITE" >&2
