@@ -596,7 +596,13 @@ def assert_image_is_what_the_template_runs(tag: str) -> None:
     found = [next((m for m in reversed(markers) if m in step), step) for step in own]
     assert found == markers, own
     install = own[1]
-    for flag in ("--require-hashes", "--no-deps", "--only-binary=:all:", "--no-cache-dir", "--target"):
+    for flag in (
+        "--require-hashes",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--no-cache-dir",
+        "--target",
+    ):
         assert flag in install
 
 
