@@ -344,7 +344,14 @@ def build_with_sam(bundle: Path, tmp: Path) -> str:
     result = sam_build(project_copy(bundle, tmp))
     FIGURES.setdefault("sam_build_s", []).append(round(time.perf_counter() - started, 1))
     assert "were not consumed" not in result.output, result.output[-3000:]
-    assert set(result.images) == {"SiglipTextFunction", "DeployHookFunction"}, result.images
+    # sam build builds every function, whatever the conditions deploy: the managed-instances
+    # one too (the same Dockerfile and arguments)
+    assert set(result.images) == {
+        "SiglipTextFunction",
+        "SiglipTextManagedFunction",
+        "DeployHookFunction",
+    }, result.images
+    assert result.images["SiglipTextManagedFunction"] == result.images["SiglipTextFunction"]
     # the two builds may differ in their config's timestamps, never in a layer: ECR stores
     # one image's layers once, and the hook runs the bundle and code it checks
     served, hook = (

@@ -14,12 +14,16 @@ from pathlib import Path
 import pytest
 from siglip_text.check_bundle_files import problems
 
+from tests.support.sam_build import STANDIN_BASE
+
 pytestmark = pytest.mark.slow  # Docker builds
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "handler" / "Dockerfile"
 DEMO = ROOT / "handler" / "siglip_text" / "demo"
-BASE_IMAGE = "public.ecr.aws/lambda/python:3.13"
+#: The base the build is given: the one here (scripts/make_standin_base_image.sh makes a
+#: stand-in where AWS's cannot be pulled), not the Dockerfile's digest-pinned default.
+BASE_IMAGE = STANDIN_BASE
 
 
 def docker_ready() -> str | None:
@@ -60,7 +64,7 @@ def context(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def tag() -> Iterator[str]:
-    name = f"siglip-text:h26-bundle-check-{uuid.uuid4().hex[:8]}"
+    name = f"siglip-text:bundle-check-{uuid.uuid4().hex[:8]}"
     yield name
     subprocess.run(["docker", "rmi", "-f", name], capture_output=True, timeout=120)
 
@@ -70,7 +74,7 @@ def build_bundle_stage(context: Path, tag: str) -> subprocess.CompletedProcess[s
         [
             "docker", "build", "--network", "none", "--target", "bundle",
             "-f", "handler/Dockerfile", "--build-arg", "MODEL_DIR=layers/bundle",
-            "-t", tag, ".",
+            "--build-arg", f"BASE_IMAGE={BASE_IMAGE}", "-t", tag, ".",
         ],
         cwd=context, capture_output=True, text=True, timeout=600,
     )  # fmt: skip

@@ -24,7 +24,7 @@ from siglip_text.service import EmbeddingService
 
 from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event
 from tests.support.openai_shapes import assert_openai_error
-from tests.support.secrets import SecretsServer, secrets_server
+from tests.support.secrets_manager import SecretsServer, secrets_server
 
 KEY = "sk-siglip-test-key-0123456789abcdef"
 NEW_KEY = "sk-siglip-rotated-key-fedcba9876543210"

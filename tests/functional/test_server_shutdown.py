@@ -114,12 +114,12 @@ def test_requests_past_the_grace_period_get_a_503_not_a_reset(service: Embedding
     grace = 0.5
     with running_server(
         SIGLIP_MAX_CONCURRENT_REQUESTS="1",
-        SIGLIP_MAX_PENDING_REQUESTS="8",
+        SIGLIP_MAX_PENDING_REQUESTS="24",
         SIGLIP_SHUTDOWN_GRACE_SECONDS=str(grace),
     ) as server:
-        # GIVEN more accepted work than the grace period can finish: 8 requests of 0.3 s,
-        # and an upload stalled after its first bytes
-        answers, threads = in_threads(8, lambda i: post(server.url, texts_of(i)))
+        # GIVEN more accepted work than the grace period can finish: 24 requests of 0.1 to
+        # 0.3 s each (by the CPU), and an upload stalled after its first bytes
+        answers, threads = in_threads(24, lambda i: post(server.url, texts_of(i)))
         big = json.dumps({"input": "a " * 2_500_000}).encode()
         upload = socket.create_connection(("127.0.0.1", server.port), timeout=30)
         upload.sendall(

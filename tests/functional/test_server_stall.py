@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.support.openai_shapes import assert_openai_error
-from tests.support.secrets import secrets_server
+from tests.support.secrets_manager import secrets_server
 from tests.support.servers import LiveServer, running_server
 
 pytestmark = pytest.mark.slow  # server subprocesses

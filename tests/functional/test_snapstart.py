@@ -28,7 +28,7 @@ from devkit.snapstart import (
 )
 from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event
 from tests.support.openai_shapes import assert_openai_error
-from tests.support.secrets import moto_endpoint, secrets_client
+from tests.support.secrets_manager import moto_endpoint, secrets_client
 
 snapshot_restore_py = pytest.importorskip(
     "snapshot_restore_py", reason="snapshot-restore-py is a runtime dependency"

@@ -28,7 +28,7 @@ from devkit.snapstart import (
     wait_gone,
 )
 from tests.support.aws_lambda import load_event
-from tests.support.secrets import moto_endpoint, secrets_client
+from tests.support.secrets_manager import moto_endpoint, secrets_client
 
 pytestmark = pytest.mark.slow
 
