@@ -351,13 +351,14 @@ def build_with_sam(bundle: Path, tmp: Path) -> str:
         "SiglipTextManagedFunction",
         "DeployHookFunction",
     }, result.images
-    assert result.images["SiglipTextManagedFunction"] == result.images["SiglipTextFunction"]
-    # the two builds may differ in their config's timestamps, never in a layer: ECR stores
-    # one image's layers once, and the hook runs the bundle and code it checks
-    served, hook = (
-        _inspect(result.images[k]) for k in ("SiglipTextFunction", "DeployHookFunction")
+    # the builds may differ in their config's timestamps, never in a layer: ECR stores one
+    # image's layers once, and the hook runs the bundle and code it checks
+    served, managed, hook = (
+        _inspect(result.images[k])
+        for k in ("SiglipTextFunction", "SiglipTextManagedFunction", "DeployHookFunction")
     )
     assert hook["RootFS"]["Layers"] == served["RootFS"]["Layers"]
+    assert managed["RootFS"]["Layers"] == served["RootFS"]["Layers"]
     return tagged(result.images["SiglipTextFunction"])
 
 
