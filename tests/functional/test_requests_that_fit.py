@@ -75,6 +75,7 @@ def counting_model_runs(module: ModuleType, monkeypatch: pytest.MonkeyPatch) -> 
     return rows
 
 
+@pytest.mark.slow  # a 768-d graph answers 1,000 inputs
 def test_1000_float_vectors_of_768_d_are_refused_at_once_and_as_base64_answered(
     wide_lambda: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -90,6 +90,7 @@ def assert_fails_closed(response: Any) -> None:
     assert KEY not in response.text
 
 
+@pytest.mark.slow  # one read of the hung endpoint: the client's 3 s read timeout
 def test_ten_requests_during_an_outage_take_at_most_one_refresh_on_lambda(
     service: EmbeddingService, demo_dir: Path, secrets: SecretsServer, caplog: Any
 ) -> None:
@@ -159,6 +160,7 @@ def test_past_the_maximum_staleness_requests_get_503_with_retry_after_never_200(
     assert embed(client, KEY).status_code == 200
 
 
+@pytest.mark.slow  # reads against moto's server, before and during an outage
 def test_a_revoked_key_is_refused_within_the_stated_staleness(
     service: EmbeddingService, demo_dir: Path, secrets: SecretsServer
 ) -> None:

@@ -61,7 +61,8 @@ def export_bundle(options: ExportOptions) -> ExportReport:
         for step in FP32_STEPS if options.precision == "fp32" else INT8_STEPS:
             began = time.perf_counter()
             step.run(state)
-            release_memory()
+            if step.release:
+                release_memory()
             timings[step.timing] = timings.get(step.timing, 0.0) + time.perf_counter() - began
     finally:
         shutil.rmtree(state.scratch, ignore_errors=True)
