@@ -31,7 +31,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .config import ENV_PREFIX, Settings
 from .errors import AuthenticationError, ConfigError, KeysUnavailableError
@@ -134,7 +134,6 @@ class ApiKeyAuthenticator:
         self.on_refresh_failed = on_refresh_failed
         self.refresh_failures = 0  # consecutive failed reads (0 once a read succeeds)
         self._lock = threading.Lock()
-        self._raw: Any = None
         self._digests: tuple[bytes, ...] = ()
         self._read_at: float | None = None  # clock() when the held keys were read
         self._next_attempt = -math.inf  # no read is attempted before this clock() time
@@ -156,7 +155,7 @@ class ApiKeyAuthenticator:
         cache. Until a read succeeds (`reload`, or the next request's attempt), requests
         with a key get a 503, never an open door."""
         with self._lock:
-            self._raw, self._digests, self._read_at = None, (), None
+            self._digests, self._read_at = (), None
             self._next_attempt = -math.inf
         self.provider.clear_cache()  # type: ignore[no-untyped-call]
         # A process restored from a snapshot must not reuse a connection opened before it.
@@ -181,7 +180,7 @@ class ApiKeyAuthenticator:
         with self._lock:
             if self._digests and set(digests) != set(self._digests):
                 logger.info("API keys changed", extra={"api_keys": len(digests)})
-            self._raw, self._digests, self._read_at = raw, digests, self.clock()
+            self._digests, self._read_at = digests, self.clock()
             self._next_attempt = -math.inf
             self._reading = False
             self.refresh_failures = 0

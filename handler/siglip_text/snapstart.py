@@ -87,7 +87,6 @@ class SnapStart:
         self.refusal: str | None = None
         #: The probe's vector as the snapshot host computed it (not a secret).
         self.snapshot_vector: np.ndarray | None = None
-        self.restores = 0
 
     def register(self) -> None:
         """Register the hooks with the runtime (snapshot_restore_py's registries)."""
@@ -144,7 +143,6 @@ class SnapStart:
 
         began = time.perf_counter()
         self.refusal = "the after-restore checks did not pass"
-        self.restores += 1
         try:
             keys = self.authenticator.reload() if self.authenticator is not None else None
             threads = self.redetect_threads()

@@ -192,7 +192,7 @@ def test_forget_drops_every_key_and_reload_reads_them_again_failing_closed(
     authenticator.forget()
     # THEN nothing of it is held: not the keys, nor their digests, nor the provider's cache
     assert not authenticator.provider.store
-    assert authenticator._digests == () and authenticator._raw is None
+    assert authenticator._digests == () and getattr(authenticator, "_raw", None) is None
     # and, Secrets Manager down, a reload and the requests fail closed
     secrets.relay.down()
     with pytest.raises(KeysUnavailableError):
