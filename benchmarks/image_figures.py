@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=50)
     args = parser.parse_args()
 
-    from siglip_text.bundle import load_manifest
+    from siglip_text.engine.bundle import load_manifest
 
     from devkit.events import for_model  # the event, asking for the bundle's model
     from devkit.sam import resolve, resources_of_type, translate

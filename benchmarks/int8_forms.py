@@ -56,10 +56,10 @@ def graph(weights: list[np.ndarray]) -> bytes:
 def time_bundles(bundles: list[str], runs: int, threads: int) -> dict[str, object]:
     from pathlib import Path
 
-    from siglip_text.bundle import BundlePaths, load_manifest
-    from siglip_text.encoder import OnnxEncoder, SessionConfig
-    from siglip_text.loading import graph_optimization_level
-    from siglip_text.tokenization import SiglipTokenizer
+    from siglip_text.engine.bundle import BundlePaths, load_manifest
+    from siglip_text.engine.encoder import OnnxEncoder, SessionConfig
+    from siglip_text.engine.loading import graph_optimization_level
+    from siglip_text.engine.tokenization import SiglipTokenizer
 
     texts = ["a photo of a cat sitting on a wooden table", "two people riding bicycles"]
     encoders, batches = {}, {}

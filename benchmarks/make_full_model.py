@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from siglip_text.bundle import load_manifest
+from siglip_text.engine.bundle import load_manifest
 from siglip_text.tools.texts import MAX_LENGTH
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -94,7 +94,7 @@ def main() -> None:
     args = parser.parse_args()
     args.batches = [int(b) for b in str(args.batches).split(",")]
     if args.threads is None:
-        from siglip_text.config import available_cpus
+        from siglip_text.engine.config import available_cpus
 
         args.threads = available_cpus()
     if args.latency:

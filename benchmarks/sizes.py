@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from siglip_text.bundle import load_manifest
+from siglip_text.engine.bundle import load_manifest
 
 from benchmarks.cost import (
     FRONTEND_LABEL,

@@ -223,7 +223,7 @@ def worker_torch(args: argparse.Namespace) -> dict[str, Any]:
     load_s = time.perf_counter() - loaded
     total_s = time.perf_counter() - began
     memory = rss_mb()
-    from siglip_text.tokenization import SiglipTokenizer
+    from siglip_text.engine.tokenization import SiglipTokenizer
 
     tokenizer = SiglipTokenizer.from_file(Path(args.bundle_dir) / "tokenizer.json", max_length=64)
     tower = getattr(model, "text_model", model)

@@ -161,7 +161,7 @@ SERVED_FUNCTION = "SiglipTextFunction"
 
 def function_resource(template: dict[str, Any]) -> dict[str, Any]:
     """The per-request function (Compute=lambda, the default); Compute=managed-instances
-    deploys SiglipTextManagedFunction instead (tests/unit/test_template_managed_instances.py),
+    deploys SiglipTextManagedFunction instead (tests/template/test_template_managed_instances.py),
     and the deploy hook is a third."""
     function: dict[str, Any] = template["Resources"][SERVED_FUNCTION]
     assert function["Type"] == "AWS::Serverless::Function", function["Type"]

@@ -346,8 +346,8 @@ def main() -> None:
     import torch
     import transformers
     from siglip_text.cli import main as cli
-    from siglip_text.config import load_settings
-    from siglip_text.loading import load_service
+    from siglip_text.engine.config import load_settings
+    from siglip_text.engine.loading import load_service
     from transformers import PreTrainedTokenizerFast
 
     if not Path(siglip_text.__file__).resolve().is_relative_to(ROOT / "handler"):

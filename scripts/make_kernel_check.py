@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write handler/siglip_text/kernels/matmul_integer_check.onnx (needs onnx: export extra).
+"""Write handler/siglip_text/engine/kernels/matmul_integer_check.onnx (needs onnx: export extra).
 
 The known-answer graph init runs on an int8 bundle whose weights are not declared
 saturation-free (cpu.py): one ``MatMulInteger``, uint8 activations [1, 64] times a constant

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from siglip_text.api import create_app
-from siglip_text.config import Settings, demo_model_dir, load_settings
-from siglip_text.loading import load_service
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.config import Settings, demo_model_dir, load_settings
+from siglip_text.engine.loading import load_service
+from siglip_text.engine.service import EmbeddingService
+from siglip_text.http.app import create_app
 
 from tests.support.aws_lambda import LambdaContext
 from tests.support.paths import FIXTURES

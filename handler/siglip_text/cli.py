@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 #: name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("siglip_text.server", "serve the OpenAI-compatible API with uvicorn"),
+    "serve": ("siglip_text.serve", "serve the OpenAI-compatible API with uvicorn"),
     "load-test": ("siglip_text.tools.load_test", "HTTP load test of any /v1/embeddings endpoint"),
     "export": (
         "siglip_text.tools.export.command",

@@ -20,12 +20,12 @@ import os  # noqa: E402
 import warnings  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
-from .config import ENV_PREFIX, Settings, get_settings  # noqa: E402
-from .errors import ConfigError  # noqa: E402
-from .loading import ServiceLoad, start_loading  # noqa: E402
+from .engine.config import ENV_PREFIX, Settings, get_settings  # noqa: E402
+from .engine.errors import ConfigError  # noqa: E402
+from .engine.loading import ServiceLoad, start_loading  # noqa: E402
 
 if TYPE_CHECKING:
-    from .snapstart import SnapStart
+    from .aws.snapstart import SnapStart
 
 
 def _resume_collection(*, freeze: bool) -> None:
@@ -51,9 +51,9 @@ from aws_lambda_powertools.logging import correlation_paths  # noqa: E402
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers  # noqa: E402
 from mangum import Mangum  # noqa: E402
 
-from .api import create_app  # noqa: E402
-from .limits import LAMBDA_RESPONSE_LIMIT_BYTES  # noqa: E402
-from .observability import PowertoolsObserver  # noqa: E402
+from .engine.limits import LAMBDA_RESPONSE_LIMIT_BYTES  # noqa: E402
+from .http.app import create_app  # noqa: E402
+from .http.observability import PowertoolsObserver  # noqa: E402
 
 SERVICE_NAME = os.environ.get("POWERTOOLS_SERVICE_NAME", "siglip-text")
 METRICS_NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "SiglipText")
@@ -95,7 +95,7 @@ def _build_app() -> Any:
         service = _init.result()
         authenticator = None
         if settings.auth_mode == "api-key":
-            from .auth import build_authenticator
+            from .http.auth import build_authenticator
 
             authenticator = build_authenticator(
                 settings, on_refresh_failed=observer.key_refresh_failed
@@ -136,7 +136,7 @@ asgi_handler = Mangum(
 def _register_snapstart() -> SnapStart | None:
     """Under SnapStart (``AWS_LAMBDA_INITIALIZATION_TYPE=snap-start``), the hooks that drop
     the secrets before the snapshot and check the restoring host after it (snapstart.py)."""
-    from .snapstart import SnapStart, snap_start_init
+    from .aws.snapstart import SnapStart, snap_start_init
 
     if not snap_start_init():
         return None

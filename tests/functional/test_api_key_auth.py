@@ -21,11 +21,11 @@ import pytest
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from fastapi.testclient import TestClient
 from moto import mock_aws
-from siglip_text.api import create_app
-from siglip_text.auth import build_authenticator
-from siglip_text.config import get_settings, load_settings
-from siglip_text.errors import ConfigError
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.config import get_settings, load_settings
+from siglip_text.engine.errors import ConfigError
+from siglip_text.engine.service import EmbeddingService
+from siglip_text.http.app import create_app
+from siglip_text.http.auth import build_authenticator
 
 from tests.support.aws_lambda import LambdaContext, load_event
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response
@@ -187,7 +187,7 @@ def test_a_failed_refresh_keeps_the_keys_already_held(
     client = make_client(service, demo_dir, secrets, clock=clock)
     secrets.client.delete_secret(SecretId=secrets.arn, ForceDeleteWithoutRecovery=True)
     clock.now += 300
-    with caplog.at_level(logging.WARNING, logger="siglip_text.auth"):
+    with caplog.at_level(logging.WARNING, logger="siglip_text.http.auth"):
         assert embed(client, KEY).status_code == 200
         assert_unauthorized(embed(client, NEW_KEY))
     assert "could not refresh the API key secret" in caplog.text

@@ -27,11 +27,11 @@ for _module in ("torch", "transformers", "onnx"):
     )
 
 import onnx  # noqa: E402
-from siglip_text.config import demo_model_dir, load_settings  # noqa: E402
-from siglip_text.cpu import KERNEL_CHECK_EXACT, int8_kernel_product  # noqa: E402
-from siglip_text.errors import ModelLoadError  # noqa: E402
-from siglip_text.loading import load_service  # noqa: E402
-from siglip_text.service import EmbeddingService  # noqa: E402
+from siglip_text.engine.config import demo_model_dir, load_settings  # noqa: E402
+from siglip_text.engine.cpu import KERNEL_CHECK_EXACT, int8_kernel_product  # noqa: E402
+from siglip_text.engine.errors import ModelLoadError  # noqa: E402
+from siglip_text.engine.loading import load_service  # noqa: E402
+from siglip_text.engine.service import EmbeddingService  # noqa: E402
 from siglip_text.tools.export.quantize import (  # noqa: E402
     PAIR_LIMIT,
     integer_weights,

@@ -8,8 +8,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from siglip_text.bundle import sha256_file
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.bundle import sha256_file
+from siglip_text.engine.service import EmbeddingService
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,10 +19,10 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 from moto import mock_aws
-from siglip_text.config import load_settings
-from siglip_text.deploy_hook import PROBE_TEXT, gateway_event, lambda_invoker, run_hook
-from siglip_text.loading import load_service
-from siglip_text.service import PROBE_TEXT as SERVICE_PROBE_TEXT
+from siglip_text.aws.deploy_hook import PROBE_TEXT, gateway_event, lambda_invoker, run_hook
+from siglip_text.engine.config import load_settings
+from siglip_text.engine.loading import load_service
+from siglip_text.engine.service import PROBE_TEXT as SERVICE_PROBE_TEXT
 from siglip_text.tools.export.checks import probe_reference, record_self_check
 
 from tests.support.aws_lambda import LambdaContext, imported_lambda

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from siglip_text.cli import main
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.service import EmbeddingService
 
 TEXTS = ["a photo of a cat", "", "A Photo Of A CAT", "一只猫的照片", "café\tcrème"]
 

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from siglip_text.config import get_settings
-from siglip_text.errors import ConfigError
+from siglip_text.engine.config import get_settings
+from siglip_text.engine.errors import ConfigError
 
 from tests.support.aws_lambda import MODULE, imported_lambda, plain_package_loggers
 

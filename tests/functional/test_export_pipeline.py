@@ -22,12 +22,12 @@ for _module in ("torch", "transformers", "onnx"):
     )
 
 from fastapi.testclient import TestClient  # noqa: E402
-from siglip_text.api import create_app  # noqa: E402
-from siglip_text.bundle import sha256_file  # noqa: E402
 from siglip_text.cli import main  # noqa: E402
-from siglip_text.config import load_settings  # noqa: E402
-from siglip_text.loading import load_service  # noqa: E402
-from siglip_text.service import EmbeddingService  # noqa: E402
+from siglip_text.engine.bundle import sha256_file  # noqa: E402
+from siglip_text.engine.config import load_settings  # noqa: E402
+from siglip_text.engine.loading import load_service  # noqa: E402
+from siglip_text.engine.service import EmbeddingService  # noqa: E402
+from siglip_text.http.app import create_app  # noqa: E402
 from siglip_text.tools.export.checkpoint import (  # noqa: E402
     SourceSpec,
     load_checkpoint,

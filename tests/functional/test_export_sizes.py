@@ -22,11 +22,11 @@ for _module in ("torch", "transformers", "onnx"):
     )
 
 from fastapi.testclient import TestClient  # noqa: E402
-from siglip_text import sizing  # noqa: E402
-from siglip_text.api import create_app  # noqa: E402
-from siglip_text.config import load_settings  # noqa: E402
-from siglip_text.errors import ModelLoadError  # noqa: E402
-from siglip_text.loading import load_service  # noqa: E402
+from siglip_text.engine import sizing  # noqa: E402
+from siglip_text.engine.config import load_settings  # noqa: E402
+from siglip_text.engine.errors import ModelLoadError  # noqa: E402
+from siglip_text.engine.loading import load_service  # noqa: E402
+from siglip_text.http.app import create_app  # noqa: E402
 from siglip_text.tools.errors import ToolError  # noqa: E402
 from siglip_text.tools.export import memory  # noqa: E402
 from siglip_text.tools.export.checkpoint import (  # noqa: E402

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
-from siglip_text.api import create_app
-from siglip_text.config import load_settings
-from siglip_text.loading import load_service
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.config import load_settings
+from siglip_text.engine.loading import load_service
+from siglip_text.engine.service import EmbeddingService
+from siglip_text.http.app import create_app
 
 from tests.support.aws_lambda import imported_lambda
 

@@ -1,6 +1,6 @@
 """The image build checks the bundle against its manifest: a file changed after export, even
 to the same size, fails the build (handler/Dockerfile's bundle stage runs
-handler/siglip_text/check_bundle_files.py). Builds only that stage, on the base image already
+scripts/check_bundle_files.py). Builds only that stage, on the base image already
 present, without network: seconds."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from siglip_text.check_bundle_files import problems
 
+from scripts.check_bundle_files import problems
 from tests.support.sam_build import STANDIN_BASE
 
 pytestmark = pytest.mark.slow  # Docker builds
@@ -52,11 +52,11 @@ def tampered(bundle: Path) -> None:
 @pytest.fixture
 def context(tmp_path: Path) -> Path:
     """A build context holding what the bundle stage copies: the check and a demo bundle."""
-    (tmp_path / "handler" / "siglip_text").mkdir(parents=True)
+    (tmp_path / "handler").mkdir()
+    (tmp_path / "scripts").mkdir()
     shutil.copy(DOCKERFILE, tmp_path / "handler" / "Dockerfile")
     shutil.copy(
-        ROOT / "handler" / "siglip_text" / "check_bundle_files.py",
-        tmp_path / "handler" / "siglip_text" / "check_bundle_files.py",
+        ROOT / "scripts" / "check_bundle_files.py", tmp_path / "scripts" / "check_bundle_files.py"
     )
     shutil.copytree(DEMO, tmp_path / "layers" / "bundle")
     return tmp_path

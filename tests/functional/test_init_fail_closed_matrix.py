@@ -18,9 +18,9 @@ from pathlib import Path
 import onnx
 import pytest
 from onnx import TensorProto, helper
-from siglip_text.config import load_settings
-from siglip_text.errors import ModelLoadError
-from siglip_text.loading import load_service
+from siglip_text.engine.config import load_settings
+from siglip_text.engine.errors import ModelLoadError
+from siglip_text.engine.loading import load_service
 
 from tests.support.graphs import save_graph
 from tests.support.guards import hang_guard

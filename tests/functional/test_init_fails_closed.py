@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from siglip_text.config import load_settings
-from siglip_text.errors import ModelLoadError
-from siglip_text.loading import load_service
+from siglip_text.engine.config import load_settings
+from siglip_text.engine.errors import ModelLoadError
+from siglip_text.engine.loading import load_service
 
 from tests.support.graphs import save_graph
 
@@ -184,7 +184,7 @@ def observed_init(model_dir: Path, at_start: str, report: str) -> dict:
     failed) and returned, parsed."""
     code = (
         "import gc, json, sys\n"
-        "import siglip_text.loading as loading\n"
+        "import siglip_text.engine.loading as loading\n"
         "start = loading.ServiceLoad.__init__\n"
         "seen = []\n"
         "def observed(self, *args, **kwargs):\n"

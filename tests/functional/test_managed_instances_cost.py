@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from siglip_text.bundle import MemoryNeed
-from siglip_text.config import demo_model_dir
+from siglip_text.engine.bundle import MemoryNeed
+from siglip_text.engine.config import demo_model_dir
 
 from benchmarks.managed_instances import PRICES, Bundle, costs, main
 

@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from siglip_text.config import demo_model_dir, load_settings
-from siglip_text.errors import ModelLoadError
-from siglip_text.loading import load_service
+from siglip_text.engine.config import demo_model_dir, load_settings
+from siglip_text.engine.errors import ModelLoadError
+from siglip_text.engine.loading import load_service
 
 from tests.support.aws_lambda import imported_lambda
 

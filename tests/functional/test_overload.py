@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.service import EmbeddingService
 
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response
 from tests.support.servers import demo_server

@@ -24,10 +24,10 @@ for _module in ("torch", "transformers", "onnx"):
     )
 
 from fastapi.testclient import TestClient  # noqa: E402
-from siglip_text.api import create_app  # noqa: E402
-from siglip_text.config import load_settings  # noqa: E402
-from siglip_text.loading import load_service  # noqa: E402
-from siglip_text.service import EmbeddingService  # noqa: E402
+from siglip_text.engine.config import load_settings  # noqa: E402
+from siglip_text.engine.loading import load_service  # noqa: E402
+from siglip_text.engine.service import EmbeddingService  # noqa: E402
+from siglip_text.http.app import create_app  # noqa: E402
 from siglip_text.tools.export.pipeline import ExportOptions, export_bundle  # noqa: E402
 
 from tests.support import gemma  # noqa: E402
@@ -216,7 +216,7 @@ def test_contract_reference_is_siglip2s_tokenizer_whatever_transformers_loads(
 def test_verify_names_a_pipeline_reference_of_the_contradictory_checkpoint(
     loaded: dict[str, Any], bundles: dict[str, Path], services: dict[str, EmbeddingService]
 ) -> None:
-    from siglip_text.bundle import BundlePaths
+    from siglip_text.engine.bundle import BundlePaths
     from siglip_text.tools.backends import LocalEmbedder
     from siglip_text.tools.reference import make_reference
     from siglip_text.tools.verify.checks import load_references, verify

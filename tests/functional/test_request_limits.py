@@ -16,10 +16,10 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from siglip_text.api import create_app, parse_request
-from siglip_text.config import Settings
-from siglip_text.errors import InvalidInputError
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.config import Settings
+from siglip_text.engine.errors import InvalidInputError
+from siglip_text.engine.service import EmbeddingService
+from siglip_text.http.app import create_app, parse_request
 
 from tests.support.asgi import asgi_call
 from tests.support.aws_lambda import (

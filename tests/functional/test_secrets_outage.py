@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from siglip_text.api import create_app
-from siglip_text.auth import ApiKeyAuthenticator, build_authenticator, default_provider
-from siglip_text.config import load_settings
-from siglip_text.errors import KeysUnavailableError
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.config import load_settings
+from siglip_text.engine.errors import KeysUnavailableError
+from siglip_text.engine.service import EmbeddingService
+from siglip_text.http.app import create_app
+from siglip_text.http.auth import ApiKeyAuthenticator, build_authenticator, default_provider
 
 from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event
 from tests.support.openai_shapes import assert_openai_error
@@ -103,7 +103,7 @@ def test_ten_requests_during_an_outage_take_at_most_one_refresh_on_lambda(
     # WHEN ten requests with a valid key arrive
     started = time.monotonic()
     statuses = []
-    with caplog.at_level(logging.WARNING, logger="siglip_text.auth"):
+    with caplog.at_level(logging.WARNING, logger="siglip_text.http.auth"):
         for _ in range(10):
             statuses.append(embed(client, KEY).status_code)
             assert time.monotonic() - started < ONE_REFRESH_SECONDS + 1.5, statuses

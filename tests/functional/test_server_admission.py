@@ -40,7 +40,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.service import EmbeddingService
 
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.servers import MIB, LiveServer, running_server

@@ -11,11 +11,11 @@ import numpy as np
 import onnx
 from fastapi.testclient import TestClient
 from onnx import TensorProto, helper, numpy_helper
-from siglip_text.api import create_app
-from siglip_text.config import load_settings
-from siglip_text.encoder import OnnxEncoder, SessionConfig
-from siglip_text.errors import scrubbed
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.config import load_settings
+from siglip_text.engine.encoder import OnnxEncoder, SessionConfig
+from siglip_text.engine.errors import scrubbed
+from siglip_text.engine.service import EmbeddingService
+from siglip_text.http.app import create_app
 
 from tests.support.graphs import save_graph
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.service import EmbeddingService
 
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.servers import LiveServer, running_server

@@ -33,7 +33,7 @@ import httpx
 import numpy as np
 import pytest
 import requests
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.service import EmbeddingService
 
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.servers import MIB, running_server

@@ -16,8 +16,8 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from siglip_text.errors import KeysUnavailableError
-from siglip_text.snapstart import NOT_RESTORED
+from siglip_text.aws.snapstart import NOT_RESTORED
+from siglip_text.engine.errors import KeysUnavailableError
 
 from devkit.snapstart import (
     function_env,

@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from siglip_text.config import get_settings
+from siglip_text.engine.config import get_settings
 
 from devkit.lambda_context import LambdaContext as LambdaContext  # the tests' name for it
 from tests.support.paths import EVENTS

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.service import EmbeddingService
 
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
 

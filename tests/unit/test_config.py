@@ -3,9 +3,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from siglip_text import config
-from siglip_text.config import Settings, available_cpus, load_settings
-from siglip_text.errors import ConfigError
+from siglip_text.engine import config
+from siglip_text.engine.config import Settings, available_cpus, load_settings
+from siglip_text.engine.errors import ConfigError
 
 
 def test_model_dir_gives_all_three_artifact_paths(tmp_path: Path) -> None:

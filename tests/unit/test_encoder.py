@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from onnx import TensorProto
-from siglip_text.encoder import OnnxEncoder, SessionConfig, l2_normalize
-from siglip_text.errors import InferenceError, ModelLoadError
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.encoder import OnnxEncoder, SessionConfig, l2_normalize
+from siglip_text.engine.errors import InferenceError, ModelLoadError
+from siglip_text.engine.service import EmbeddingService
 
 from tests.support.graphs import save_graph
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from siglip_text.errors import (
+from siglip_text.engine.errors import (
     AuthenticationError,
     ConfigError,
     InferenceError,
@@ -20,7 +20,7 @@ from siglip_text.errors import (
     TokenIdInputsRejectedError,
     TooManyInputsError,
 )
-from siglip_text.http_errors import (
+from siglip_text.http.errors import (
     INTERNAL_ERROR_MESSAGE,
     body_too_large,
     declares_more_than,

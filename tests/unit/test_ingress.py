@@ -12,8 +12,8 @@ import asyncio
 import json
 from typing import Any
 
-from siglip_text.admission import Admission
-from siglip_text.ingress import Ingress
+from siglip_text.http.admission import Admission
+from siglip_text.http.front import Ingress
 
 from tests.support.openai_shapes import assert_openai_error
 

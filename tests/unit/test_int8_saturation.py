@@ -12,8 +12,8 @@ import pytest
 onnx = pytest.importorskip("onnx", reason="needs onnx (in the test and export extras)")
 
 from onnx import numpy_helper  # noqa: E402
-from siglip_text.bundle import Quantization  # noqa: E402
-from siglip_text.cpu import KERNEL_CHECK, KERNEL_CHECK_EXACT, cpu_description, cpu_features  # noqa: E402
+from siglip_text.engine.bundle import Quantization  # noqa: E402
+from siglip_text.engine.cpu import KERNEL_CHECK, KERNEL_CHECK_EXACT, cpu_description, cpu_features  # noqa: E402
 from siglip_text.tools.emulation import N1_CPUINFO  # noqa: E402
 from siglip_text.tools.export.quantize import (  # noqa: E402
     INTEGER_GEMMS,
@@ -26,7 +26,7 @@ from tests.support.paths import FIXTURES  # noqa: E402
 
 
 def _quantized(directory: Path, form: str) -> tuple[object, Quantization]:
-    from siglip_text.config import demo_model_dir
+    from siglip_text.engine.config import demo_model_dir
 
     target = directory / form / "text_model.onnx"
     info = quantize_int8(demo_model_dir() / "text_model.onnx", target, weight_form=form)  # type: ignore[arg-type]

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import orjson
 import pytest
-from siglip_text.errors import InsufficientTimeError, ResponseTooLargeError
-from siglip_text.limits import (
+from siglip_text.engine.errors import InsufficientTimeError, ResponseTooLargeError
+from siglip_text.engine.limits import (
     FLOAT_JSON_MAX_BYTES,
     LAMBDA_RESPONSE_LIMIT_BYTES,
     Deadline,

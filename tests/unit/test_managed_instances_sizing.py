@@ -5,10 +5,11 @@ to set from the manifest's memory need, the memory per vCPU and the environment'
 from __future__ import annotations
 
 import pytest
-from siglip_text.bundle import Manifest, MemoryNeed
-from siglip_text.config import demo_model_dir
-from siglip_text.errors import ModelLoadError
-from siglip_text.sizing import check_function_memory, managed_instances_sizing
+from siglip_text.engine.bundle import Manifest, MemoryNeed
+from siglip_text.engine.config import demo_model_dir
+from siglip_text.engine.errors import ModelLoadError
+from siglip_text.engine.sizing import check_function_memory
+from siglip_text.tools.managed_instances import managed_instances_sizing
 
 #: The need export recorded for the base bundles (docs/sizes.md).
 BASE_FP32 = MemoryNeed(minimum_mb=477, recommended_mb=1227, basis="base fp32")

@@ -5,8 +5,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from siglip_text.bundle import Manifest, check_file, load_manifest
-from siglip_text.errors import ModelLoadError
+from siglip_text.engine.bundle import Manifest, check_file, load_manifest
+from siglip_text.engine.errors import ModelLoadError
 
 GOOD: dict[str, Any] = {
     "repository": "google/siglip2-base-patch16-224",

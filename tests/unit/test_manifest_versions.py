@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from siglip_text.bundle import (
+from siglip_text.engine.bundle import (
     CheckpointTokenizer,
     ExportCheck,
     Fidelity,
@@ -19,7 +19,7 @@ from siglip_text.bundle import (
     Quantization,
     load_manifest,
 )
-from siglip_text.self_check import check_int8_kernel
+from siglip_text.engine.self_check import check_int8_kernel
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "fixtures" / "manifests"
 

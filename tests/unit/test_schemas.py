@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from siglip_text.schemas import embeddings_response, encode_base64
+from siglip_text.http.schemas import embeddings_response, encode_base64
 
 from tests.support.openai_shapes import assert_openai_response, decode_base64
 

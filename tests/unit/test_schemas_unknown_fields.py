@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from siglip_text.schemas import OpenAICompatEmbeddingRequest
+from siglip_text.http.schemas import OpenAICompatEmbeddingRequest
 
 
 def test_unknown_fields_are_accepted_but_not_kept() -> None:

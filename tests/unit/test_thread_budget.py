@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from siglip_text.config import available_cpus, processes_per_environment
+from siglip_text.engine.config import available_cpus, processes_per_environment
 
 
 def _cgroup(tmp_path: Path, cpus: float) -> Path:

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from siglip_text.errors import InvalidInputError, ModelLoadError
-from siglip_text.tokenization import SiglipTokenizer
+from siglip_text.engine.errors import InvalidInputError, ModelLoadError
+from siglip_text.engine.tokenization import SiglipTokenizer
 
 PAD, EOS, BOS = 0, 1, 2
 

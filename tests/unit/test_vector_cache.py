@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from siglip_text.config import load_settings
-from siglip_text.loading import load_service
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.config import load_settings
+from siglip_text.engine.loading import load_service
+from siglip_text.engine.service import EmbeddingService
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from siglip_text.service import ENTRY_OVERHEAD_BYTES, _VectorCache, text_key
+from siglip_text.engine.service import ENTRY_OVERHEAD_BYTES, _VectorCache, text_key
 
 
 def vector(dimension: int = 768) -> np.ndarray:

@@ -17,12 +17,12 @@ from typing import Any, Protocol
 import numpy as np
 from tqdm import tqdm
 
-from ..bundle import BundlePaths, Manifest
-from ..config import demo_model_dir, load_settings
-from ..errors import SiglipError
-from ..loading import load_service
-from ..service import EmbeddingService
-from ..tokenization import SiglipTokenizer
+from ..engine.bundle import BundlePaths, Manifest
+from ..engine.config import demo_model_dir, load_settings
+from ..engine.errors import SiglipError
+from ..engine.loading import load_service
+from ..engine.service import EmbeddingService
+from ..engine.tokenization import SiglipTokenizer
 from .errors import ToolError
 
 

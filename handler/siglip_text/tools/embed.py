@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import SiglipError
+from ..engine.errors import SiglipError
 from .backends import add_backend_arguments, embed_in_batches, open_embedder, progress_bar
 from .errors import ToolError
 from .files import is_jsonl, read_texts, write_jsonl

@@ -172,11 +172,11 @@ def embed_on(
 
 def child(bundle: Path, request: Path, *, self_check: bool = True) -> dict[str, Any]:
     """What `embed_on` reads: this CPU, and the vectors or the init error."""
-    from ..bundle import load_manifest
-    from ..config import load_settings
-    from ..cpu import cpu_description
-    from ..errors import SiglipError
-    from ..loading import build_service, session_config
+    from ..engine.bundle import load_manifest
+    from ..engine.config import load_settings
+    from ..engine.cpu import cpu_description
+    from ..engine.errors import SiglipError
+    from ..engine.loading import build_service, session_config
 
     texts = json.loads(request.read_text())
     record: dict[str, Any] = {"cpu": cpu_description()}

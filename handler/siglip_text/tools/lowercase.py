@@ -11,7 +11,7 @@ from __future__ import annotations
 import string
 from typing import TYPE_CHECKING
 
-from ..bundle import Lowercase
+from ..engine.bundle import Lowercase
 
 if TYPE_CHECKING:
     from tokenizers import normalizers

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..bundle import Lowercase
+from ..engine.bundle import Lowercase
 from .files import read_texts, write_jsonl
 from .lowercase import LOWERCASE_CHOICES
 from .parity import unit_rows

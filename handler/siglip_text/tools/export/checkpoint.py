@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ...bundle import REVISION_PATTERN, Lowercase
+from ...engine.bundle import REVISION_PATTERN, Lowercase
 from ..errors import ToolError
 from ..lowercase import lower_text
 

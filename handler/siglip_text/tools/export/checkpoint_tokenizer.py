@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...bundle import CheckpointTokenizer, Lowercase
+from ...engine.bundle import CheckpointTokenizer, Lowercase
 from ..parity import explain_id_mismatch
 from ..texts import EDGE_CASE_TEXTS, MAX_LENGTH, SPECIAL_TOKEN_STRINGS
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...bundle import (
+from ...engine.bundle import (
     ExportCheck,
     Fidelity,
     Lowercase,
@@ -24,16 +24,16 @@ from ...bundle import (
     SelfCheck,
     VectorAgreement,
 )
-from ...cpu import cpu_description
-from ...self_check import MARGIN, cosine_to_reference
-from ...service import PROBE_TEXT
+from ...engine.cpu import cpu_description
+from ...engine.self_check import MARGIN, cosine_to_reference
+from ...engine.service import PROBE_TEXT
 from ..errors import CheckFailed
 from ..parity import compare_vectors, explain_id_mismatch, topk_overlap
 from ..texts import EDGE_CASE_TEXTS, MAX_LENGTH, synthetic_captions
 
 if TYPE_CHECKING:
-    from ...service import EmbeddingService
-    from ...tokenization import SiglipTokenizer
+    from ...engine.service import EmbeddingService
+    from ...engine.tokenization import SiglipTokenizer
 
 FP32_MIN_COSINE = 0.99999
 INT8_MIN_COSINE = 0.99

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ...errors import SiglipError
+from ...engine.errors import SiglipError
 from ..errors import EXIT_CHECK_FAILED, EXIT_OK, CheckFailed
 from ..lowercase import LOWERCASE_CHOICES
 from .checks import FP32_MIN_COSINE, INT8_MIN_COSINE

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...bundle import OFFLINE_OPTIMIZATION
+from ...engine.bundle import OFFLINE_OPTIMIZATION
 from .onnx_export import external_data_path
 
 
@@ -24,7 +24,7 @@ def optimize_graph(path: Path, *, external_data: bool = True) -> None:
 
     import onnxruntime as ort
 
-    from ...encoder import OPTIMIZATION_LEVELS
+    from ...engine.encoder import OPTIMIZATION_LEVELS
 
     scratch = Path(tempfile.mkdtemp(prefix=".optimize-", dir=path.parent))
     try:

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...bundle import MANIFEST_FILE, Manifest, Precision
+from ...engine.bundle import MANIFEST_FILE, Manifest, Precision
 from ..errors import ToolError
 from .checkpoint import SourceSpec, read_config, resolve_source
 from .memory import (

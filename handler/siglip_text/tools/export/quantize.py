@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ...bundle import Quantization, TokenEmbedding, WeightForm
+from ...engine.bundle import Quantization, TokenEmbedding, WeightForm
 from .onnx_export import PROTOBUF_LIMIT, external_data_path, save_onnx
 
 #: The MatMul weight forms, and whether each is exact on every kernel (saturation-free).

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...bundle import (
+from ...engine.bundle import (
     OFFLINE_OPTIMIZATION,
     ONNX_FILE,
     TOKENIZER_FILE,
@@ -35,7 +35,7 @@ from .onnx_export import DEFAULT_OPSET
 if TYPE_CHECKING:
     import numpy as np
 
-    from ...service import EmbeddingService
+    from ...engine.service import EmbeddingService
 
 
 def log(message: str) -> None:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ...bundle import (
+from ...engine.bundle import (
     MANIFEST_FILE,
     ONNX_FILE,
     TOKENIZER_FILE,
@@ -29,12 +29,12 @@ from ...bundle import (
     TokenizerMerges,
     sha256_file,
 )
-from ...config import available_cpus
-from ...encoder import SessionConfig
-from ...loading import build_service, graph_optimization_level
-from ...service import EmbeddingService
-from ...sizing import memory_need
-from ...tokenization import SiglipTokenizer
+from ...engine.config import available_cpus
+from ...engine.encoder import SessionConfig
+from ...engine.loading import build_service, graph_optimization_level
+from ...engine.service import EmbeddingService
+from ...engine.sizing import memory_need
+from ...engine.tokenization import SiglipTokenizer
 from ..errors import ToolError
 from ..texts import EDGE_CASE_TEXTS, MAX_LENGTH
 from .checkpoint import contract_token_ids, file_tokenizer, load_checkpoint

@@ -9,7 +9,7 @@ from typing import Any
 
 from tokenizers import Tokenizer, normalizers, processors
 
-from ...bundle import Lowercase
+from ...engine.bundle import Lowercase
 from ..errors import ToolError
 from ..lowercase import lowercase_normalizer
 

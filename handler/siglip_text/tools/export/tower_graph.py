@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...bundle import GraphBuild
+from ...engine.bundle import GraphBuild
 from ..errors import ToolError
 from .checkpoint import SourceSpec, load_checkpoint
 from .fusible import tower_shape

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...bundle import BundlePaths, Manifest, sha256_file
+from ...engine.bundle import BundlePaths, Manifest, sha256_file
 from ..backends import Embedder, embed_in_batches, progress_bar
 from ..errors import ToolError
 from ..files import read_jsonl

@@ -24,7 +24,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from ...errors import SiglipError
+from ...engine.errors import SiglipError
 from ..backends import add_backend_arguments, open_embedder
 from ..errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_UNUSABLE_INPUT, ToolError
 from ..files import load_matrix

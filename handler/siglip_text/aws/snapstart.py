@@ -36,19 +36,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import cpu
-from .auth import parse_keys
-from .config import Settings, load_settings
-from .encoder import OnnxEncoder
-from .errors import ModelLoadError
-from .http_errors import error_answer
-from .loading import session_config
-from .proxy_event import rest_proxy_event
-from .self_check import MARGIN, check_int8_kernel, check_reference, cosine_to_reference
-from .service import PROBE_TEXT, EmbeddingService
+from ..engine import cpu
+from ..engine.config import Settings, load_settings
+from ..engine.encoder import OnnxEncoder
+from ..engine.errors import ModelLoadError
+from ..engine.loading import session_config
+from ..engine.self_check import MARGIN, check_int8_kernel, check_reference, cosine_to_reference
+from ..engine.service import PROBE_TEXT, EmbeddingService
+from ..http.auth import parse_keys
+from ..http.errors import error_answer
+from .events import rest_proxy_event
 
 if TYPE_CHECKING:
-    from .auth import ApiKeyAuthenticator
+    from ..http.auth import ApiKeyAuthenticator
 
 #: Set by Lambda for the init of a SnapStart version (snap-start), else on-demand or
 #: provisioned-concurrency.

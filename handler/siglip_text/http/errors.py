@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .errors import (
+from ..engine.errors import (
     AuthenticationError,
     ConfigError,
     InferenceError,

@@ -1,4 +1,4 @@
-"""CodeDeploy's pre-traffic hook: ``siglip_text.deploy_hook.handler``.
+"""CodeDeploy's pre-traffic hook: ``siglip_text.aws.deploy_hook.handler``.
 
 A gradual deploy (SAM ``DeploymentPreference`` with ``Hooks: PreTraffic``) publishes the new
 version, runs this hook, and shifts traffic only if the hook reports ``Succeeded`` with
@@ -29,12 +29,12 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .auth import parse_keys
-from .bundle import Manifest, load_manifest
-from .config import ENV_PREFIX, load_settings
-from .proxy_event import rest_proxy_event
+from ..engine.bundle import Manifest, load_manifest
+from ..engine.config import ENV_PREFIX, load_settings
+from ..http.auth import parse_keys
+from .events import rest_proxy_event
 
-logger = logging.getLogger("siglip_text.deploy_hook")
+logger = logging.getLogger("siglip_text.aws.deploy_hook")
 logger.setLevel(logging.INFO)
 
 TARGET_ENV = "SIGLIP_HOOK_TARGET_FUNCTION"

@@ -23,10 +23,9 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import __version__
-from .admission import Admission
-from .config import Settings
-from .errors import (
+from .. import __version__
+from ..engine.config import Settings
+from ..engine.errors import (
     FOREIGN_TOKEN_IDS_HINT,
     InferenceError,
     InvalidInputError,
@@ -36,8 +35,10 @@ from .errors import (
     TooManyInputsError,
     scrubbed,
 )
-from .http_errors import body_too_large, declares_more_than, error_answer, error_json
-from .limits import Deadline, check_response_fits
+from ..engine.limits import Deadline, check_response_fits
+from ..engine.service import Embeddings, EmbeddingService, Inputs, TextInputs, TokenIdInputs
+from .admission import Admission
+from .errors import body_too_large, declares_more_than, error_answer, error_json
 from .schemas import (
     EncodingFormat,
     ErrorResponse,
@@ -45,9 +46,8 @@ from .schemas import (
     OpenAICompatEmbeddingResponse,
     embeddings_response,
 )
-from .service import Embeddings, EmbeddingService, Inputs, TextInputs, TokenIdInputs
 
-logger = logging.getLogger("siglip_text.api")
+logger = logging.getLogger("siglip_text.http.app")
 
 INPUT_SHAPE_MESSAGE = (
     "'input' must be a string, an array of strings, an array of token ids "

@@ -239,7 +239,7 @@ class EmbeddingService:
         import onnxruntime
         import tokenizers
 
-        from . import __version__
+        from .. import __version__
 
         return {
             "model": self.model_id,

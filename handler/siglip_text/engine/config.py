@@ -23,7 +23,7 @@ LAMBDA_MB_PER_VCPU = 1769
 
 def demo_model_dir() -> Path:
     """The bundled demo model (synthetic: trained on toy captions, not SigLIP weights)."""
-    return Path(__file__).resolve().parent / "demo"
+    return Path(__file__).resolve().parents[1] / "demo"
 
 
 class Settings(BaseSettings):

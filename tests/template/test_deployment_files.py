@@ -18,9 +18,9 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-from siglip_text.api import create_app
-from siglip_text.config import ENV_PREFIX, Settings, load_settings
-from siglip_text.service import EmbeddingService
+from siglip_text.engine.config import ENV_PREFIX, Settings, load_settings
+from siglip_text.engine.service import EmbeddingService
+from siglip_text.http.app import create_app
 
 from devkit.deployment import (
     DOCKERFILE,

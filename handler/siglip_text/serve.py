@@ -19,11 +19,11 @@ import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .config import demo_model_dir, load_settings
-from .errors import SiglipError
+from .engine.config import demo_model_dir, load_settings
+from .engine.errors import SiglipError
 
 if TYPE_CHECKING:
-    from .ingress import Ingress
+    from .http.front import Ingress
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -57,11 +57,11 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from .admission import Admission
-    from .api import create_app
-    from .ingress import LOOPBACK_HOSTS, Ingress
-    from .loading import load_service
-    from .observability import LoggingObserver
+    from .engine.loading import load_service
+    from .http.admission import Admission
+    from .http.app import create_app
+    from .http.front import LOOPBACK_HOSTS, Ingress
+    from .http.observability import LoggingObserver
 
     overrides: dict[str, object] = {}
     if args.demo:
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         service = load_service(settings)
         authenticator = None
         if settings.auth_mode == "api-key":
-            from .auth import build_authenticator
+            from .http.auth import build_authenticator
 
             # Reads of the secret in a thread of their own: no request waits for one.
             authenticator = build_authenticator(

@@ -33,13 +33,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .config import ENV_PREFIX, Settings
-from .errors import AuthenticationError, ConfigError, KeysUnavailableError
+from ..engine.config import ENV_PREFIX, Settings
+from ..engine.errors import AuthenticationError, ConfigError, KeysUnavailableError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
-logger = logging.getLogger("siglip_text.auth")
+logger = logging.getLogger("siglip_text.http.auth")
 
 MIN_KEY_LENGTH = 16
 MISSING_KEY_MESSAGE = (

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
-from .errors import OverloadedError
+from ..engine.errors import OverloadedError
 
 
 class Admission:

@@ -41,8 +41,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .admission import Admission
-from .errors import (
+from ..engine.errors import (
     InvalidHostError,
     OverloadedError,
     PayloadTooLargeError,
@@ -51,7 +50,8 @@ from .errors import (
     SiglipError,
     UnsupportedMediaTypeError,
 )
-from .http_errors import body_too_large, declares_more_than, error_answer, status_for
+from .admission import Admission
+from .errors import body_too_large, declares_more_than, error_answer, status_for
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -73,7 +73,7 @@ SLOW_READER_BYTES_PER_SECOND = 16 * 1024
 #: The names a server bound to loopback answers to (any port).
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
-logger = logging.getLogger("siglip_text.ingress")
+logger = logging.getLogger("siglip_text.http.front")
 
 
 class FailureObserver(Protocol):

@@ -100,7 +100,7 @@ def deployed(**parameters: str) -> dict[str, Any]:
 
 def _per_request(cfn: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
     """The resources of a type that a Compute=lambda deploy has: not the Managed Instances
-    function's (tests/unit/test_template_managed_instances.py reads those)."""
+    function's (tests/template/test_template_managed_instances.py reads those)."""
     return {
         logical_id: resource
         for logical_id, resource in resources_of_type(cfn, resource_type).items()
@@ -249,7 +249,7 @@ def test_gateway_errors_are_remapped_stage_throttling_429_and_failed_invokes_503
         responses["THROTTLED"]["responseParameters"]["gatewayresponse.header.Retry-After"] == "'1'"
     )
     # any failure to invoke (a throttle, or a function that cannot run): retryable, no
-    # claim of capacity (tests/unit/test_template_production.py)
+    # claim of capacity (tests/template/test_template_production.py)
     assert responses["INTEGRATION_FAILURE"]["statusCode"] == "503"
     for response in responses.values():
         template = response["responseTemplates"]["application/json"]

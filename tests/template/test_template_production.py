@@ -13,8 +13,8 @@ import re
 from typing import Any
 
 import pytest
-from siglip_text import deploy_hook
-from siglip_text.limits import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_that_fit
+from siglip_text.aws import deploy_hook
+from siglip_text.engine.limits import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_that_fit
 
 from devkit.deployment import load_template
 from devkit.sam import resolve
@@ -171,7 +171,7 @@ def test_the_hook_runs_the_same_image_with_its_own_command_and_least_privilege()
     # THEN it is the served function's image, another entry point
     assert hook["PackageType"] == "Image"
     assert hook["Code"] == served["Code"]
-    assert hook["ImageConfig"]["Command"] == ["siglip_text.deploy_hook.handler"]
+    assert hook["ImageConfig"]["Command"] == ["siglip_text.aws.deploy_hook.handler"]
     assert hook["Architectures"] == served["Architectures"]
     # AND SAM's CodeDeploy role may invoke it (AWSCodeDeployRoleForLambda: CodeDeployHook_*)
     assert stack.value(hook["FunctionName"]) == {
