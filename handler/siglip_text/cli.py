@@ -31,6 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "embed": ("siglip_text.tools.embed", "embed a text file or JSONL to .npy or JSONL"),
     "zero-shot": ("siglip_text.tools.zero_shot", "top-1/top-5 accuracy from image embeddings"),
+    "fingerprint": (
+        "siglip_text.tools.fingerprint",
+        "the contract fingerprint of a checkpoint (no ONNX, no torch); compare an endpoint's",
+    ),
     "fidelity": (
         "siglip_text.tools.fidelity",
         "a bundle's vectors vs fp32 on each CPU (native, AVX2, AVX, arm64 under qemu)",

@@ -16,7 +16,7 @@ from siglip_text.http.app import create_app
 from tests.support.aws_lambda import imported_lambda
 
 
-def test_health_shows_status_model_revision_and_dimension_only(
+def test_health_shows_status_model_revision_dimension_and_fingerprint_only(
     client: TestClient, service: EmbeddingService
 ) -> None:
     body = client.get("/health").json()
@@ -25,6 +25,7 @@ def test_health_shows_status_model_revision_and_dimension_only(
         "model": service.model_id,
         "revision": service.revision,
         "embedding_dimension": service.dimension,
+        "fingerprint": service.fingerprint,
     }
     assert len(body["revision"]) == 40
 
@@ -34,7 +35,7 @@ def test_health_shows_no_cache_counters_even_with_a_cache(demo_dir: Path) -> Non
     with TestClient(create_app(load_service(settings), settings)) as client:
         client.post("/v1/embeddings", json={"input": ["a cat", "a cat"]})
         body = client.get("/health").json()
-    assert set(body) == {"status", "model", "revision", "embedding_dimension"}
+    assert set(body) == {"status", "model", "revision", "embedding_dimension", "fingerprint"}
 
 
 def test_versions_threads_and_init_timings_are_in_the_init_log(demo_dir: Path, caplog: Any) -> None:

@@ -86,7 +86,7 @@ def test_a_failed_output_check_logs_which_check_at_error(
 class FaultyService(EmbeddingService):
     """A bug past the model: an exception whose message quotes the input."""
 
-    def embed(self, inputs: Any, deadline: Any = None) -> Any:
+    def embed(self, inputs: Any, deadline: Any = None, **options: Any) -> Any:
         raise ValueError(f"cannot handle {inputs.items[0]!r}")
 
 

@@ -15,7 +15,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
     AliasChoices,
@@ -264,6 +264,49 @@ class Libraries(_Record):
     python: str | None = None
 
 
+#: How a contract fingerprint is written: ``sha256:`` and 64 lowercase hex digits.
+FINGERPRINT_PATTERN = r"^sha256:[0-9a-f]{64}$"
+#: The contract document's format (engine/fingerprint.py); a new format is a new name.
+ContractFormat = Literal["siglip-text-contract/1"]
+CONTRACT_FORMAT: ContractFormat = "siglip-text-contract/1"
+WeightsOf = Literal["checkpoint-text-tower", "onnx-files"]
+
+Digest = Annotated[str, Field(pattern=FINGERPRINT_PATTERN)]
+
+
+class Contract(_Record):
+    """Everything that makes a text vector compatible with an index: the document whose
+    canonical JSON the fingerprint is the SHA-256 of (engine/fingerprint.py; docs/contract.md
+    gives every field and the serialization). The same for every precision of one checkpoint:
+    nothing in it depends on how the graph was written.
+
+    ``tokenizer`` is the digest of the tokenizer as served (its normalizer with the
+    lowercasing, pre-tokenizer, model and added tokens); ``weights`` the digest of what
+    ``weights_of`` names: the checkpoint's text tower as the checkpoint stores it, or, for a
+    bundle that records no checkpoint, the ONNX files it serves.
+    """
+
+    format: ContractFormat
+    repository: str = Field(min_length=1)
+    revision: str = Field(pattern=REVISION_PATTERN)
+    tokenizer: Digest
+    lowercase: Literal["unicode", "ascii", "none", "other"]
+    special_token_strings: Literal["text"]
+    bos: Literal["none"]
+    eos: Literal["sticky"]
+    eos_id: StrictInt = Field(ge=0)
+    padding: Literal["right"]
+    pad_id: StrictInt = Field(ge=0)
+    length: StrictInt = Field(gt=1)
+    attention_mask: Literal["none"]
+    pooling: Literal["last-position"]
+    head: Literal["linear"]
+    normalization: Literal["l2"]
+    dimension: StrictInt = Field(gt=0)
+    weights: Digest
+    weights_of: WeightsOf
+
+
 class Manifest(BaseModel):
     """What the artifacts claim to be. ``revision`` must be an immutable commit SHA."""
 
@@ -300,6 +343,9 @@ class Manifest(BaseModel):
     self_check: SelfCheck | None = None
     checkpoint_tokenizer: CheckpointTokenizer | None = None
     memory: MemoryNeed | None = None  # what a Lambda function needs resident (sizing.py)
+    # The contract fingerprint and the document it is the digest of (engine/fingerprint.py).
+    fingerprint: Digest | None = None
+    contract: Contract | None = None
 
     @field_validator("repository")
     @classmethod

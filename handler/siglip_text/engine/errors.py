@@ -62,6 +62,13 @@ class InvalidInputError(SiglipError):
     code = "invalid_input"
 
 
+class InputTooLongError(InvalidInputError):
+    """Raised when a request asks not to truncate (``truncate: false``) and an input has more
+    tokens than the contract's length."""
+
+    code = "context_length_exceeded"
+
+
 class InvalidHostError(InvalidInputError):
     """Raised when `serve`, bound to loopback, gets a ``Host`` that is not a loopback name."""
 

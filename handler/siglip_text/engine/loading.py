@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from .bundle import BundlePaths, Manifest, check_file, load_manifest
 from .config import Settings, processes_per_environment
 from .encoder import OnnxEncoder, SessionConfig
+from .fingerprint import check_contract
 from .self_check import check_int8_kernel, check_reference
 from .service import PROBE_TEXT, EmbeddingService, InitTimings
 from .sizing import check_function_memory
@@ -176,4 +177,5 @@ class ServiceLoad:
         if self.self_check:
             check_reference(self.manifest, PROBE_TEXT, vector)
         timings.probe_s = time.perf_counter() - began
+        service.fingerprint = check_contract(self.manifest, self.paths, tokenizer)
         return service

@@ -1,6 +1,9 @@
 """The service the API calls: inputs -> tokenize -> encode -> unit vectors + token usage.
 
-Knows nothing of HTTP; `loading.py` builds it (the init phase).
+Knows nothing of HTTP; `loading.py` builds it (the init phase), whose contract check
+(fingerprint.py) sets `EmbeddingService.fingerprint`. Inputs longer than the contract's
+length are cut and counted (`Embeddings.truncated`), or refused when the request asks not to
+truncate (InputTooLongError, naming the first such input, its token count and the limit).
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ import numpy as np
 
 from .bundle import Manifest
 from .encoder import OnnxEncoder
-from .errors import ModelLoadError, SiglipError
-from .tokenization import SiglipTokenizer, TokenBatch
+from .errors import InputTooLongError, ModelLoadError, SiglipError
+from .tokenization import SiglipTokenizer, Token, TokenBatch
 
 if TYPE_CHECKING:
     from .limits import Deadline
@@ -51,6 +54,7 @@ class Embeddings:
     vectors: np.ndarray  # float32 [n, D], L2-normalized
     token_counts: list[int]
     cache_hits: int = 0
+    truncated: int = 0  # inputs cut to the contract's length (counted, never logged)
 
     @property
     def prompt_tokens(self) -> int:
@@ -90,20 +94,24 @@ def text_key(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
+#: A cached text: its vector, its token count, and whether the text was cut.
+CacheEntry = tuple[np.ndarray, int, bool]
+
+
 class _VectorCache:
-    """A thread-safe LRU of SHA-256(text) -> (vector, token count), bounded in entries and
-    in bytes (keys, vectors and their bookkeeping)."""
+    """A thread-safe LRU of SHA-256(text) -> (vector, token count, cut), bounded in entries
+    and in bytes (keys, vectors and their bookkeeping)."""
 
     def __init__(self, size: int, max_bytes: int) -> None:
         self.size = size
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._items: OrderedDict[bytes, tuple[np.ndarray, int]] = OrderedDict()
+        self._items: OrderedDict[bytes, CacheEntry] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
-    def get(self, text: str) -> tuple[np.ndarray, int] | None:
+    def get(self, text: str) -> CacheEntry | None:
         key = text_key(text)
         with self._lock:
             item = self._items.get(key)
@@ -114,7 +122,7 @@ class _VectorCache:
             self.hits += 1
             return item
 
-    def put(self, text: str, vector: np.ndarray, tokens: int) -> None:
+    def put(self, text: str, vector: np.ndarray, tokens: int, *, truncated: bool = False) -> None:
         key = text_key(text)
         cost = _entry_bytes(key, vector)
         if cost > self.max_bytes:
@@ -123,10 +131,10 @@ class _VectorCache:
             old = self._items.pop(key, None)
             if old is not None:
                 self.bytes -= _entry_bytes(key, old[0])
-            self._items[key] = (vector, tokens)
+            self._items[key] = (vector, tokens, truncated)
             self.bytes += cost
             while len(self._items) > self.size or self.bytes > self.max_bytes:
-                evicted, (evicted_vector, _) = self._items.popitem(last=False)
+                evicted, (evicted_vector, _, _) = self._items.popitem(last=False)
                 self.bytes -= _entry_bytes(evicted, evicted_vector)
 
 
@@ -151,6 +159,9 @@ class EmbeddingService:
         self.tokenizer = tokenizer
         self.encoder = encoder
         self.init_timings = init_timings or InitTimings()
+        #: The contract fingerprint of what is served (``sha256:`` + 64 hex), set by init's
+        #: contract check (fingerprint.check_contract); None only before it ran.
+        self.fingerprint: str | None = None
         self._cache = (
             _VectorCache(cache_size, cache_max_bytes)
             if cache_size > 0 and cache_max_bytes > 0
@@ -178,41 +189,92 @@ class EmbeddingService:
         """The threads the ONNX Runtime session was built with (what the init log reports)."""
         return self.encoder.intra_op_threads
 
-    def embed(self, inputs: Inputs, deadline: Deadline | None = None) -> Embeddings:
+    def embed(
+        self, inputs: Inputs, deadline: Deadline | None = None, *, truncate: bool = True
+    ) -> Embeddings:
         """Embed texts or token-id sequences, whichever the inputs are; a ``deadline`` stops
-        the model between chunks when the rest cannot finish in time (limits.py)."""
+        the model between chunks when the rest cannot finish in time (limits.py). With
+        ``truncate`` False, an input over the contract's length is refused before the model
+        runs."""
         if isinstance(inputs, TextInputs):
-            return self.embed_texts(inputs.items, deadline)
-        return self.embed_token_ids(inputs.items, deadline)
+            return self.embed_texts(inputs.items, deadline, truncate=truncate)
+        return self.embed_token_ids(inputs.items, deadline, truncate=truncate)
 
-    def embed_texts(self, texts: Sequence[str], deadline: Deadline | None = None) -> Embeddings:
+    def embed_texts(
+        self, texts: Sequence[str], deadline: Deadline | None = None, *, truncate: bool = True
+    ) -> Embeddings:
         """Embed texts; with a cache, repeated texts skip tokenization and the model."""
         if self._cache is None:
             self._before_the_work(len(texts), deadline)
-            return self._run(self.tokenizer.encode_texts(texts), deadline)
+            batch = self.tokenizer.encode_texts(texts)
+            if not truncate:
+                self._refuse_cut_texts(texts, batch.truncated)
+            return self._run(batch, deadline)
         cached = [self._cache.get(t) for t in texts]
         missing = [i for i, item in enumerate(cached) if item is None]
         vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
         counts = [0] * len(texts)
+        cut = [item is not None and item[2] for item in cached]
         if missing:
             self._before_the_work(len(missing), deadline)
-            fresh = self._run(self.tokenizer.encode_texts([texts[i] for i in missing]), deadline)
+            batch = self.tokenizer.encode_texts([texts[i] for i in missing])
+            for row, i in enumerate(missing):
+                cut[i] = batch.truncated[row]
+            if not truncate:
+                self._refuse_cut_texts(texts, cut)
+            fresh = self._run(batch, deadline)
             for row, i in enumerate(missing):
                 vector = fresh.vectors[row].copy()
                 vector.setflags(write=False)
-                self._cache.put(texts[i], vector, fresh.token_counts[row])
+                self._cache.put(
+                    texts[i], vector, fresh.token_counts[row], truncated=batch.truncated[row]
+                )
                 vectors[i], counts[i] = vector, fresh.token_counts[row]
+        elif not truncate:
+            self._refuse_cut_texts(texts, cut)
         for i, item in enumerate(cached):
             if item is not None:
-                vectors[i], counts[i] = item
-        return Embeddings(vectors, counts, cache_hits=len(texts) - len(missing))
+                vectors[i], counts[i] = item[0], item[1]
+        return Embeddings(vectors, counts, cache_hits=len(texts) - len(missing), truncated=sum(cut))
 
     def embed_token_ids(
-        self, sequences: Sequence[Sequence[int]], deadline: Deadline | None = None
+        self,
+        sequences: Sequence[Sequence[int]],
+        deadline: Deadline | None = None,
+        *,
+        truncate: bool = True,
     ) -> Embeddings:
         """Embed token-id sequences taken as given (no EOS added), truncated and padded."""
         self._before_the_work(len(sequences), deadline)
-        return self._run(self.tokenizer.encode_token_ids(sequences), deadline)
+        batch = self.tokenizer.encode_token_ids(sequences)
+        if not truncate and any(batch.truncated):
+            first = batch.truncated.index(True)
+            raise self._too_long(first, len(sequences[first]), unit="token ids")
+        return self._run(batch, deadline)
+
+    def tokenize(
+        self, texts: Sequence[str], *, add_special_tokens: bool = True
+    ) -> list[list[Token]]:
+        """What the model is fed for each text, as token objects (``POST /tokenize``)."""
+        return self.tokenizer.tokens(texts, add_special_tokens=add_special_tokens)
+
+    def _refuse_cut_texts(self, texts: Sequence[str], cut: Sequence[bool]) -> None:
+        """The first text that was cut, refused with its whole token count."""
+        if any(cut):
+            first = list(cut).index(True)
+            raise self._too_long(first, self.tokenizer.count_tokens(texts[first]), unit="tokens")
+
+    def _too_long(self, index: int, count: int, *, unit: str) -> InputTooLongError:
+        limit = (
+            f"{self.max_tokens} ({self.max_tokens - 1} content tokens and <eos>)"
+            if unit == "tokens"
+            else str(self.max_tokens)
+        )
+        return InputTooLongError(
+            f"input[{index}] has {count} {unit}, over this model's limit of {limit}; shorten "
+            "it, or send 'truncate': true (the default) to embed its first tokens",
+            param=f"input[{index}]",
+        )
 
     def _before_the_work(self, rows: int, deadline: Deadline | None) -> None:
         """The deadline's check before tokenization (the encoder checks again per chunk)."""
@@ -225,7 +287,9 @@ class EmbeddingService:
             )
 
     def _run(self, batch: TokenBatch, deadline: Deadline | None = None) -> Embeddings:
-        return Embeddings(self.encoder.encode(batch.ids, deadline), batch.lengths)
+        return Embeddings(
+            self.encoder.encode(batch.ids, deadline), batch.lengths, truncated=sum(batch.truncated)
+        )
 
     def cache_stats(self) -> dict[str, int] | None:
         if self._cache is None:
@@ -246,6 +310,7 @@ class EmbeddingService:
             "revision": self.revision,
             "embedding_dimension": self.dimension,
             "text_max_token_length": self.max_tokens,
+            "fingerprint": self.fingerprint,
             "device": "cpu",
             "runtime": {
                 "siglip_text": __version__,

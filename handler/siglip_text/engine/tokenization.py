@@ -16,16 +16,21 @@ produces control symbols from raw text and embeds any string):
 - the empty string is a text like any other: ``<eos>`` then pads.
 
 Token-id inputs are taken as given.
+
+Each row records whether its input was cut (`TokenBatch.truncated`): a request may ask for
+a refusal instead (``truncate: false``), and the truncated inputs are counted. `tokens`
+gives what the model is fed as token objects (``POST /tokenize``): id, the piece of the
+input it comes from (character offsets), and whether it is a special token.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Tokenizer
+from tokenizers import Encoding, Tokenizer
 
 from .errors import FOREIGN_TOKEN_IDS_HINT, InvalidInputError, ModelLoadError
 
@@ -33,7 +38,7 @@ PAD_TOKEN = "<pad>"
 EOS_TOKEN = "<eos>"
 
 #: Texts up to this many characters per token slot are tokenized whole; longer ones through
-#: a prefix window that starts at this size and doubles (see `_content_ids_long`). Prose
+#: a prefix window that starts at this size and doubles (see `_content_long`). Prose
 #: runs about 4 characters per token, so most texts that fill 64 tokens fit the first window.
 WINDOW_CHARS_PER_TOKEN = 4
 
@@ -44,10 +49,24 @@ class TokenBatch:
 
     ids: np.ndarray  # int64 [n, L]
     lengths: list[int]  # tokens fed per row, EOS included, pads excluded
+    truncated: list[bool] = field(default_factory=list)  # per row: the input was cut
 
     @property
     def total_tokens(self) -> int:
         return sum(self.lengths)
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token the model is fed, as text-embeddings-inference's ``/tokenize`` shows it:
+    ``text`` is the input's characters ``start:stop`` (the original text, before
+    lowercasing); a special token (``<eos>``) has its own string and no offsets."""
+
+    id: int
+    text: str
+    special: bool
+    start: int | None
+    stop: int | None
 
 
 class SiglipTokenizer:
@@ -102,20 +121,77 @@ class SiglipTokenizer:
     def encode_texts(self, texts: Sequence[str]) -> TokenBatch:
         """Tokenize texts: normalize, drop nothing, truncate to L-1, append EOS, pad to L."""
         limit = self.max_length - 1
-        content: list[list[int] | None] = [None] * len(texts)
+        rows: list[list[int]] = []
+        cut: list[bool] = []
+        for encoding in self._content(texts):
+            rows.append(encoding.ids[:limit] + [self.eos_id])
+            cut.append(len(encoding.ids) > limit)
+        return self._pack(rows, cut)
+
+    def tokens(self, texts: Sequence[str], *, add_special_tokens: bool = True) -> list[list[Token]]:
+        """What the model is fed for each text, as token objects: the first L-1 content
+        tokens, then ``<eos>`` unless ``add_special_tokens`` is False (the pads after it
+        are not listed)."""
+        limit = self.max_length - 1
+        result: list[list[Token]] = []
+        for text, encoding in zip(texts, self._content(texts), strict=True):
+            row = [
+                Token(id=i, text=text[start:stop], special=False, start=start, stop=stop)
+                for i, (start, stop) in zip(
+                    encoding.ids[:limit], encoding.offsets[:limit], strict=True
+                )
+            ]
+            if add_special_tokens:
+                row.append(
+                    Token(id=self.eos_id, text=EOS_TOKEN, special=True, start=None, stop=None)
+                )
+            result.append(row)
+        return result
+
+    def count_tokens(self, text: str) -> int:
+        """The tokens ``text`` has before any cut, ``<eos>`` included: the whole text is
+        tokenized (a refusal's message states it; nothing else needs more than a prefix)."""
+        (encoding,) = self._encode_many([text], first_index=[0])
+        return len(encoding.ids) + 1
+
+    def content_ids(self, text: str) -> list[int]:
+        """The content ids the model is fed for ``text`` (the first L-1, no ``<eos>``)."""
+        ids: list[int] = self._content([text])[0].ids[: self.max_length - 1]
+        return ids
+
+    def token_id(self, token: str) -> int | None:
+        """The id of ``token`` in the vocabulary, or None."""
+        found = self._tokenizer.token_to_id(token)
+        return None if found is None else int(found)
+
+    def normalize(self, text: str) -> str:
+        """``text`` as the tokenizer's normalizer leaves it (the lowercasing is there)."""
+        normalizer = self._tokenizer.normalizer
+        return text if normalizer is None else str(normalizer.normalize_str(text))
+
+    @property
+    def bpe_dropout(self) -> float | None:
+        """The BPE model's dropout, if it has one: set, it makes the ids random."""
+        value = getattr(self._tokenizer.model, "dropout", None)
+        return float(value) if isinstance(value, int | float) else None
+
+    def _content(self, texts: Sequence[str]) -> list[Encoding]:
+        """Each text's content encoding (no special tokens), whole or from a prefix long
+        enough that its first L-1 tokens are those of the whole text."""
+        content: list[Encoding | None] = [None] * len(texts)
         short = [i for i, t in enumerate(texts) if len(t) <= self._window]
         if short:
             encodings = self._encode_many([texts[i] for i in short], first_index=short)
-            for i, ids in zip(short, encodings, strict=True):
-                content[i] = ids[:limit]
+            for i, encoding in zip(short, encodings, strict=True):
+                content[i] = encoding
         long = [i for i, t in enumerate(texts) if len(t) > self._window]
-        for i, ids in self._content_ids_long(texts, long).items():
-            content[i] = ids[:limit]
-        rows: list[list[int]] = []
-        for row in content:
-            assert row is not None  # every index was either short or long
-            rows.append(row + [self.eos_id])
-        return self._pack(rows)
+        for i, encoding in self._content_long(texts, long).items():
+            content[i] = encoding
+        found: list[Encoding] = []
+        for item in content:
+            assert item is not None  # every index was either short or long
+            found.append(item)
+        return found
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of ``ids``, special tokens spelled out (for messages about mismatches)."""
@@ -124,6 +200,7 @@ class SiglipTokenizer:
     def encode_token_ids(self, sequences: Sequence[Sequence[int]]) -> TokenBatch:
         """Take token ids as given (no EOS added), truncate to L, pad with <pad>."""
         rows: list[list[int]] = []
+        cut = [len(seq) > self.max_length for seq in sequences]
         for i, seq in enumerate(sequences):
             ids = list(seq[: self.max_length])
             for value in ids:
@@ -134,15 +211,15 @@ class SiglipTokenizer:
                         param="input",
                     )
             rows.append(ids)
-        return self._pack(rows)
+        return self._pack(rows, cut)
 
-    def _pack(self, rows: list[list[int]]) -> TokenBatch:
+    def _pack(self, rows: list[list[int]], cut: list[bool]) -> TokenBatch:
         matrix = np.full((len(rows), self.max_length), self.pad_id, dtype=np.int64)
         for r, ids in enumerate(rows):
             matrix[r, : len(ids)] = ids
-        return TokenBatch(ids=matrix, lengths=[len(ids) for ids in rows])
+        return TokenBatch(ids=matrix, lengths=[len(ids) for ids in rows], truncated=cut)
 
-    def _encode_many(self, texts: list[str], *, first_index: list[int]) -> list[list[int]]:
+    def _encode_many(self, texts: list[str], *, first_index: list[int]) -> list[Encoding]:
         try:
             encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
         except TypeError:
@@ -150,10 +227,10 @@ class SiglipTokenizer:
             for text, index in zip(texts, first_index, strict=True):
                 _require_valid_unicode(text, index)
             raise
-        return [enc.ids for enc in encodings]
+        return list(encodings)
 
-    def _content_ids_long(self, texts: Sequence[str], indices: list[int]) -> dict[int, list[int]]:
-        """Content ids of long texts, at the cost of a prefix, not of the whole text.
+    def _content_long(self, texts: Sequence[str], indices: list[int]) -> dict[int, Encoding]:
+        """Content encodings of long texts, at the cost of a prefix, not of the whole text.
 
         The ids kept (the first L-1) are taken from a prefix once doubling the prefix no
         longer changes them: BPE merges are local, so text far past the cut cannot alter
@@ -165,25 +242,25 @@ class SiglipTokenizer:
             # Invalid Unicode is refused wherever it stands, as it is in short texts; the
             # check runs at memory speed, unlike tokenization.
             _require_valid_unicode(texts[i], i)
-        done: dict[int, list[int]] = {}
+        done: dict[int, Encoding] = {}
         pending = list(indices)
         size = self._window
         while pending:
             whole = [i for i in pending if len(texts[i]) <= size]
-            for i, ids in zip(whole, self._batch(texts, whole, None), strict=True):
-                done[i] = ids
+            for i, encoding in zip(whole, self._batch(texts, whole, None), strict=True):
+                done[i] = encoding
             cut = [i for i in pending if len(texts[i]) > size]
             heads = dict(zip(cut, self._batch(texts, cut, size), strict=True))
-            full = [i for i in cut if len(heads[i]) > limit]
+            full = [i for i in cut if len(heads[i].ids) > limit]
             wider = dict(zip(full, self._batch(texts, full, 2 * size), strict=True))
             for i in full:
-                if wider[i][:limit] == heads[i][:limit]:
+                if wider[i].ids[:limit] == heads[i].ids[:limit]:
                     done[i] = heads[i]
             pending = [i for i in cut if i not in done]
             size *= 2
         return done
 
-    def _batch(self, texts: Sequence[str], indices: list[int], size: int | None) -> list[list[int]]:
+    def _batch(self, texts: Sequence[str], indices: list[int], size: int | None) -> list[Encoding]:
         if not indices:
             return []
         pieces = [texts[i] if size is None else texts[i][:size] for i in indices]

@@ -44,8 +44,10 @@ from .schemas import (
     ErrorResponse,
     OpenAICompatEmbeddingRequest,
     OpenAICompatEmbeddingResponse,
+    TokenizeRequest,
     embeddings_response,
 )
+from .tokenize import parse_tokenize_request, tokenize_response
 
 logger = logging.getLogger("siglip_text.http.app")
 
@@ -59,7 +61,7 @@ class RequestObserver(Protocol):
     """Receives what each request did (metrics, logs); never the query text."""
 
     def embeddings_served(
-        self, *, inputs: int, tokens: int, latency_ms: float, cache_hits: int
+        self, *, inputs: int, tokens: int, latency_ms: float, cache_hits: int, truncated: int
     ) -> None: ...
 
     def request_failed(self, *, status: int, code: str | None) -> None: ...
@@ -170,6 +172,7 @@ def create_app(
             "model": service.model_id,
             "revision": service.revision,
             "embedding_dimension": service.dimension,
+            "fingerprint": service.fingerprint,
         }
 
     async def require_key(request: Request) -> None:
@@ -191,7 +194,13 @@ def create_app(
         return {
             "object": "list",
             "data": [
-                {"id": service.model_id, "object": "model", "created": 0, "owned_by": "siglip-text"}
+                {
+                    "id": service.model_id,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "siglip-text",
+                    "fingerprint": service.fingerprint,
+                }
             ],
         }
 
@@ -232,7 +241,7 @@ def create_app(
 
         def work() -> tuple[bytes, Embeddings]:
             try:
-                result = service.embed(inputs, deadline)
+                result = service.embed(inputs, deadline, truncate=parsed.truncate)
                 content = embeddings_response(
                     result.vectors,
                     model=service.model_id,
@@ -256,7 +265,33 @@ def create_app(
                 tokens=result.prompt_tokens,
                 latency_ms=(time.perf_counter() - started) * 1000.0,
                 cache_hits=result.cache_hits,
+                truncated=result.truncated,
             )
+        return Response(content, media_type="application/json")
+
+    @app.post(
+        "/tokenize",
+        summary="The tokens the model is fed (text-embeddings-inference's /tokenize)",
+        dependencies=[Depends(require_key)],
+        responses={code: {"model": ErrorResponse} for code in (400, 401, 413, 429)},
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": TokenizeRequest.model_json_schema()}},
+            }
+        },
+    )
+    async def tokenize(request: Request) -> Response:
+        body = await _read_body(request, settings.max_request_bytes)
+        limit = settings.max_inputs_per_request
+
+        def work() -> bytes:
+            texts, add_special_tokens = parse_tokenize_request(body, max_inputs=limit)
+            tokens = service.tokenize(texts, add_special_tokens=add_special_tokens)
+            return tokenize_response(tokens, limit=response_limit)
+
+        async with admission.slot():
+            content = await run_in_threadpool(work) if offload_inference else work()
         return Response(content, media_type="application/json")
 
     app.include_router(v1)

@@ -6,9 +6,9 @@ page that rebinds its DNS name to 127.0.0.1 cannot read the answers).
 
 For each request that carries a body (a ``Content-Length`` above 0 or ``Transfer-Encoding``):
 
-1. under ``/v1``, a body that is not ``Content-Type: application/json`` is a 415, and the
-   ``Authorization`` header is checked (401, or 503 while no key can be checked), before
-   anything is admitted or read: a client without a key never holds a place;
+1. under ``/v1`` and at ``/tokenize``, a body that is not ``Content-Type: application/json``
+   is a 415, and the ``Authorization`` header is checked (401, or 503 while no key can be
+   checked), before anything is admitted or read: a client without a key never holds a place;
 2. a declared length over the limit is a 413 at once;
 3. it takes one of ``in_flight + pending`` admissions, or gets its 429, before one byte of
    its body is read, so at most that many bodies are ever held, whatever the clients send;
@@ -52,6 +52,10 @@ from ..engine.errors import (
 )
 from .admission import Admission
 from .errors import body_too_large, declares_more_than, error_answer, status_for
+
+#: The routes that take the API key (the app's /v1 router and /tokenize), checked here
+#: before admission.
+AUTHENTICATED_PATHS = ("/v1/", "/tokenize")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -156,7 +160,7 @@ class Ingress:
         if self._expired:
             await self._refuse(exchange, scope, receive, _shutting_down(), body_left=True)
             return
-        if str(scope.get("path", "")).startswith("/v1/"):
+        if str(scope.get("path", "")).startswith(AUTHENTICATED_PATHS):
             try:
                 self._check_before_admission(scope)
             except SiglipError as refused:

@@ -13,14 +13,15 @@ class LoggingObserver:
         self.logger = logger or logging.getLogger("siglip_text.requests")
 
     def embeddings_served(
-        self, *, inputs: int, tokens: int, latency_ms: float, cache_hits: int
+        self, *, inputs: int, tokens: int, latency_ms: float, cache_hits: int, truncated: int = 0
     ) -> None:
         self.logger.debug(
-            "embedded inputs=%d tokens=%d latency_ms=%.2f cache_hits=%d",
+            "embedded inputs=%d tokens=%d latency_ms=%.2f cache_hits=%d truncated=%d",
             inputs,
             tokens,
             latency_ms,
             cache_hits,
+            truncated,
         )
 
     def request_failed(self, *, status: int, code: str | None) -> None:
@@ -39,7 +40,7 @@ class PowertoolsObserver:
         self.logger = logger
 
     def embeddings_served(
-        self, *, inputs: int, tokens: int, latency_ms: float, cache_hits: int
+        self, *, inputs: int, tokens: int, latency_ms: float, cache_hits: int, truncated: int = 0
     ) -> None:
         from aws_lambda_powertools.metrics import MetricUnit
 
@@ -50,6 +51,9 @@ class PowertoolsObserver:
         self.metrics.add_metric(name="Tokens", unit=MetricUnit.Count, value=tokens)
         if cache_hits:
             self.metrics.add_metric(name="CacheHits", unit=MetricUnit.Count, value=cache_hits)
+        if truncated:
+            # How many inputs were cut to the model's length: a count, never the text.
+            self.metrics.add_metric(name="TruncatedInputs", unit=MetricUnit.Count, value=truncated)
         self.logger.debug(
             "embedded",
             extra={"inputs": inputs, "tokens": tokens, "latency_ms": round(latency_ms, 3)},

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 EncodingFormat = Literal["float", "base64"]
 # Each array stops at its first bad item (fail_fast): the union tries every form, and an
@@ -43,6 +43,23 @@ class OpenAICompatEmbeddingRequest(BaseModel):
         default=None, description="May only equal the model's native embedding dimension."
     )
     user: StrictStr | None = None
+    truncate: StrictBool = Field(
+        default=True,
+        description="text-embeddings-inference's flag: true (default) embeds an input's first "
+        "tokens when it is longer than the model's limit; false refuses it (400, `param` names "
+        "the input).",
+    )
+
+
+class TokenizeRequest(BaseModel):
+    """``POST /tokenize``, text-embeddings-inference's request; unknown fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore", title="TokenizeRequest")
+
+    inputs: StrictStr | Texts = Field(description="A string or an array of strings.")
+    add_special_tokens: StrictBool = Field(
+        default=True, description="List the closing <eos> the model is fed (default true)."
+    )
 
 
 class EmbeddingObject(BaseModel):

@@ -3,13 +3,15 @@
 The checkpoints were trained on lowercased text. ``unicode`` is Python's ``str.lower``
 (final sigma included); ``ascii`` maps A-Z only, as big_vision's ``tf.strings.lower``;
 ``none`` keeps the text. Export writes the chosen one into ``tokenizer.json`` as a normalizer
-(`lowercase_normalizer`); the reference side applies it in Python (`lower_text`).
+(`lowercase_normalizer`, built from `lowercase_normalizer_json`); the reference side applies
+it in Python (`lower_text`).
 """
 
 from __future__ import annotations
 
+import json
 import string
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..engine.bundle import Lowercase
 
@@ -43,22 +45,43 @@ def lower_text(text: str, mode: Lowercase) -> str:
     raise ValueError(f"lowercase must be one of {LOWERCASE_CHOICES}, got {mode!r}")
 
 
+def lowercase_normalizer_json(mode: Lowercase) -> dict[str, Any] | None:
+    """The lowercasing as ``tokenizer.json`` writes the normalizer (None for ``none``): the
+    one definition, which `lowercase_normalizer` builds and the fingerprint of a checkpoint
+    (tools/fingerprint.py) puts before the checkpoint's own normalizer, as export does."""
+    if mode == "unicode":
+        steps: list[dict[str, Any]] = [
+            {"type": "Replace", "pattern": {"Regex": FINAL_SIGMA}, "content": "ς"},
+            {"type": "Lowercase"},
+        ]
+    elif mode == "ascii":
+        steps = [
+            {"type": "Replace", "pattern": {"String": upper}, "content": upper.lower()}
+            for upper in string.ascii_uppercase
+        ]
+    elif mode == "none":
+        return None
+    else:
+        raise ValueError(f"lowercase must be one of {LOWERCASE_CHOICES}, got {mode!r}")
+    return {"type": "Sequence", "normalizers": steps}
+
+
 def lowercase_normalizer(mode: Lowercase) -> normalizers.Normalizer | None:
     """The same lowercasing as a ``tokenizers`` normalizer (None for ``none``).
 
     ``unicode`` equals ``str.lower`` (final sigma included) for every character the two
     Unicode versions (Python's and the Rust library's) both know.
     """
-    from tokenizers import Regex, normalizers
+    from tokenizers import Tokenizer
 
-    if mode == "unicode":
-        return normalizers.Sequence(
-            [normalizers.Replace(Regex(FINAL_SIGMA), "ς"), normalizers.Lowercase()]
-        )
-    if mode == "ascii":
-        return normalizers.Sequence(
-            [normalizers.Replace(upper, upper.lower()) for upper in string.ascii_uppercase]
-        )
-    if mode == "none":
+    steps = lowercase_normalizer_json(mode)
+    if steps is None:
         return None
-    raise ValueError(f"lowercase must be one of {LOWERCASE_CHOICES}, got {mode!r}")
+    empty = {
+        "version": "1.0",
+        "normalizer": steps,
+        "model": {"type": "BPE", "vocab": {}, "merges": []},
+    }
+    built: normalizers.Normalizer | None = Tokenizer.from_str(json.dumps(empty)).normalizer
+    assert built is not None
+    return built

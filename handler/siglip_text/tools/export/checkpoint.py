@@ -164,6 +164,20 @@ def load_checkpoint(
     )
 
 
+def checkpoint_directory(spec: SourceSpec) -> Path:
+    """The directory the checkpoint's files are in: a local directory as given, a Hub
+    checkpoint's snapshot in the cache (where loading it put its weights and tokenizer)."""
+    if spec.kind == "local":
+        return Path(spec.source)
+    from transformers.utils.hub import cached_file
+
+    hub = {"revision": spec.revision} if spec.revision else {}
+    found = cached_file(spec.source, "config.json", **hub)
+    if not found:
+        raise ToolError(f"{spec.source}: config.json is not in the local cache")
+    return Path(found).parent
+
+
 def read_config(spec: SourceSpec) -> tuple[Any, str]:
     """The checkpoint's transformers config (None when transformers has no class for it)
     and its ``model_type``; a ToolError when neither can be read. Reads config.json alone

@@ -12,6 +12,8 @@ def summary(report: ExportReport) -> str:
         f"  precision {manifest.precision}, dimension {manifest.embedding_dimension}, "
         f"lowercase {manifest.lowercase}, opset {manifest.opset}"
     )
+    if manifest.fingerprint is not None:
+        lines.append(f"  contract fingerprint {manifest.fingerprint}")
     for name, entry in manifest.files.items():
         lines.append(
             f"  {name:<24} {(entry.size or 0) / 1e6:10.1f} MB  sha256 {(entry.sha256 or '')[:16]}"

@@ -31,13 +31,15 @@ from ...engine.bundle import (
 )
 from ...engine.config import available_cpus
 from ...engine.encoder import SessionConfig
+from ...engine.fingerprint import fingerprint as contract_fingerprint
 from ...engine.loading import build_service, graph_optimization_level
 from ...engine.service import EmbeddingService
 from ...engine.sizing import memory_need
 from ...engine.tokenization import SiglipTokenizer
 from ..errors import ToolError
+from ..fingerprint import checkpoint_contract
 from ..texts import EDGE_CASE_TEXTS, MAX_LENGTH
-from .checkpoint import contract_token_ids, file_tokenizer, load_checkpoint
+from .checkpoint import checkpoint_directory, contract_token_ids, file_tokenizer, load_checkpoint
 from .checkpoint_tokenizer import describe_checkpoint_tokenizer
 from .checks import (
     ExportCheckFailed,
@@ -145,6 +147,35 @@ def reference(state: ExportState) -> None:
     state.table_shape = (checkpoint.embedding_rows, int(checkpoint.tower.config.hidden_size))
 
 
+def fingerprint(state: ExportState) -> None:
+    """The contract fingerprint, from the checkpoint's files as the index side computes it
+    (tools/fingerprint.py): the same for every precision. Recorded with the contract
+    fields, so that the checks below load the bundle with the contract check init runs."""
+    if state.contract is None:
+        raise RuntimeError("the reference step has not run")
+    options = state.options
+    try:
+        contract = checkpoint_contract(
+            checkpoint_directory(state.spec),
+            repository=state.contract.repository,
+            revision=state.contract.revision,
+            lowercase=options.lowercase,
+            length=MAX_LENGTH,
+        )
+    except ToolError as exc:
+        # No fingerprint recorded: init then computes one from the files the bundle serves.
+        log(f"NOTE: no contract fingerprint from the checkpoint: {exc}")
+        return
+    if contract.dimension != state.contract.embedding_dimension:
+        raise ToolError(
+            f"the checkpoint's text head is {contract.dimension} wide, but the tower's pooled "
+            f"output has {state.contract.embedding_dimension} dimensions"
+        )
+    value = contract_fingerprint(contract)
+    log(f"contract fingerprint {value}")
+    state.contract = state.contract.model_copy(update={"contract": contract, "fingerprint": value})
+
+
 def graph(state: ExportState) -> None:
     """The fp32 graph (tower_graph.py), at the bundle's path for fp32, in scratch for int8.
 
@@ -246,6 +277,7 @@ FP32_STEPS = (
     Step(load, "load_s"),
     Step(tokenizer, "tokenizer_s"),
     Step(reference, "check_s"),
+    Step(fingerprint, "fingerprint_s"),
     Step(graph, "onnx_export_s"),
     Step(optimize, "optimize_s", release=True),
     Step(check_fp32, "check_s"),
@@ -255,6 +287,7 @@ INT8_STEPS = (
     Step(load, "load_s"),
     Step(tokenizer, "tokenizer_s"),
     Step(reference, "check_s"),
+    Step(fingerprint, "fingerprint_s"),
     Step(graph, "onnx_export_s"),
     Step(check_fp32, "check_s"),
     Step(fp32_vectors, "fidelity_s", release=True),

@@ -1,0 +1,86 @@
+"""``POST /tokenize``: what the model is fed for each text, in text-embeddings-inference's
+shapes (its ``TokenizeRequest`` and ``TokenizeResponse``), FastAPI-free.
+
+The request: ``inputs``, a string or an array of strings, and ``add_special_tokens``
+(default true); unknown fields are ignored. The answer: for each input, in order, a list of
+token objects ``{"id", "text", "special", "start", "stop"}``, taken after the lowercasing
+and the cut to the contract's length, so a client sees where a long text ends: ``text`` is
+the input's characters ``start:stop`` (character offsets into the text as sent), and the
+closing ``<eos>`` (when ``add_special_tokens``) is special, with null offsets. Pads are not
+listed. Errors are OpenAI's shape, like every other answer of this API.
+"""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+from pydantic import ValidationError
+
+from ..engine.errors import InvalidInputError, ResponseTooLargeError, TooManyInputsError
+from ..engine.limits import PROXY_ENVELOPE_BYTES
+from ..engine.tokenization import Token
+from .schemas import TokenizeRequest
+
+INPUTS_SHAPE_MESSAGE = "'inputs' must be a string or an array of strings"
+
+
+def parse_tokenize_request(body: bytes, *, max_inputs: int) -> tuple[list[str], bool]:
+    """The texts and ``add_special_tokens`` of a ``/tokenize`` body; every failure is a 400
+    (413 for too many inputs) that does not echo the input."""
+    if not body.strip():
+        raise InvalidInputError("the request body is empty; send a JSON object")
+    try:
+        request = TokenizeRequest.model_validate_json(body)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False, include_context=False)
+        first = errors[0]
+        if first["type"] == "json_invalid":
+            detail = str(first["msg"]).removeprefix("Invalid JSON: ")
+            if "recursion limit" in detail:
+                raise InvalidInputError("the request body is nested too deeply") from None
+            raise InvalidInputError(
+                f"the request body is not valid JSON (UTF-8): {detail}"
+            ) from None
+        if first["type"] == "model_type":
+            raise InvalidInputError("the request body must be a JSON object") from None
+        fields = [str(e["loc"][0]) for e in errors if e["loc"]]
+        if "inputs" in fields or not fields:
+            missing = any(e["type"] == "missing" for e in errors if e["loc"] == ("inputs",))
+            message = "'inputs' is required" if missing else INPUTS_SHAPE_MESSAGE
+            raise InvalidInputError(message, param="inputs") from None
+        field = fields[0]
+        raise InvalidInputError(f"invalid '{field}': must be a boolean", param=field) from None
+    texts = [request.inputs] if isinstance(request.inputs, str) else list(request.inputs)
+    if not texts:
+        raise InvalidInputError("'inputs' must not be an empty array", param="inputs")
+    if len(texts) > max_inputs:
+        raise TooManyInputsError(
+            f"'inputs' has {len(texts)} items; at most {max_inputs} are accepted per request",
+            param="inputs",
+        )
+    return texts, request.add_special_tokens
+
+
+def tokenize_response(tokens: list[list[Token]], *, limit: int | None) -> bytes:
+    """The ``TokenizeResponse`` body: one list of token objects per input. Over ``limit``
+    bytes (the frontend's response limit, Lambda's 6 MB) it is a 413: split the request."""
+    body = orjson.dumps(
+        [
+            [
+                {"id": t.id, "text": t.text, "special": t.special, "start": t.start, "stop": t.stop}
+                for t in row
+            ]
+            for row in tokens
+        ]
+    )
+    if limit is None:
+        return body
+    # As Lambda's proxy response carries it: a JSON string, non-ASCII escaped, in an envelope.
+    size = len(json.dumps(body.decode("utf-8"))) + PROXY_ENVELOPE_BYTES
+    if size > limit:
+        raise ResponseTooLargeError(
+            f"the answer would take {size} bytes, over this deployment's response limit of "
+            f"{limit}; send fewer inputs per request"
+        )
+    return body
