@@ -21,7 +21,7 @@ import numpy as np
 from .bundle import Manifest
 from .encoder import OnnxEncoder
 from .errors import InputTooLongError, ModelLoadError, SiglipError
-from .tokenization import SiglipTokenizer, Token, TokenBatch
+from .tokenization import COUNT_CHARS, SiglipTokenizer, Token, TokenBatch
 
 if TYPE_CHECKING:
     from .limits import Deadline
@@ -249,7 +249,7 @@ class EmbeddingService:
         batch = self.tokenizer.encode_token_ids(sequences)
         if not truncate and any(batch.truncated):
             first = batch.truncated.index(True)
-            raise self._too_long(first, len(sequences[first]), unit="token ids")
+            raise self._too_long(first, f"{len(sequences[first])} token ids")
         return self._run(batch, deadline)
 
     def tokenize(
@@ -262,17 +262,19 @@ class EmbeddingService:
         """The first text that was cut, refused with its whole token count."""
         if any(cut):
             first = list(cut).index(True)
-            raise self._too_long(first, self.tokenizer.count_tokens(texts[first]), unit="tokens")
+            count, exact = self.tokenizer.count_tokens(texts[first])
+            found = (
+                f"{count} tokens"
+                if exact
+                else f"{count - 1} tokens in its first {COUNT_CHARS} characters alone"
+            )
+            raise self._too_long(first, found)
 
-    def _too_long(self, index: int, count: int, *, unit: str) -> InputTooLongError:
-        limit = (
-            f"{self.max_tokens} ({self.max_tokens - 1} content tokens and <eos>)"
-            if unit == "tokens"
-            else str(self.max_tokens)
-        )
+    def _too_long(self, index: int, found: str) -> InputTooLongError:
         return InputTooLongError(
-            f"input[{index}] has {count} {unit}, over this model's limit of {limit}; shorten "
-            "it, or send 'truncate': true (the default) to embed its first tokens",
+            f"input[{index}] has {found}, over this model's limit of {self.max_tokens} tokens "
+            f"({self.max_tokens - 1} of a text and <eos>); shorten it, or send 'truncate': true "
+            "(the default) to embed its first tokens",
             param=f"input[{index}]",
         )
 
