@@ -43,6 +43,7 @@ TEXTS = ["a red block", "a robot arm"]
 PYTHON_CLIENTS = {
     "openai": "openai",
     "openai-async": "openai",
+    "openai-truncate": "openai",
     "langchain": "langchain_openai",
     "llama-index": "llama_index.embeddings.openai",
     "llama-index-openai-like": "llama_index.embeddings.openai_like",
