@@ -110,6 +110,7 @@ def _build_app() -> Any:
             "model": service.model_id,
             "revision": service.revision,
             "dimension": service.dimension,
+            "fingerprint": service.fingerprint,
             "intra_op_threads": settings.intra_op_threads(),
             "init": service.init_timings.as_dict(),
             "runtime": service.describe()["runtime"],

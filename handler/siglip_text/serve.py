@@ -103,10 +103,11 @@ def run(args: argparse.Namespace) -> int:
         ),
     )
     logging.getLogger("siglip_text").info(
-        "serving %s (revision %s, dimension %d) on http://%s:%d/v1",
+        "serving %s (revision %s, dimension %d, contract %s) on http://%s:%d/v1",
         service.model_id,
         service.revision,
         service.dimension,
+        service.fingerprint,
         args.host,
         args.port,
     )

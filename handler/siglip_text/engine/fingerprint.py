@@ -340,7 +340,10 @@ def served_contract(manifest: Manifest, paths: BundlePaths, tokenizer: SiglipTok
         )
     weights_of: WeightsOf
     if record is None:
-        tokenizer_value = tokenizer_digest(_read_json(paths.tokenizer))
+        try:
+            tokenizer_value = tokenizer_digest(_read_json(paths.tokenizer))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelLoadError(f"{where}: its form cannot be read ({exc})") from None
         weights, weights_of = onnx_weights_digest(onnx_files(paths)), "onnx-files"
     else:
         _check_recorded_file(manifest, paths.tokenizer)

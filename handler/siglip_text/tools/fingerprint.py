@@ -125,11 +125,15 @@ def checkpoint_contract(
     pad_id, eos_id = _token_id(served, "<pad>"), _token_id(served, "<eos>")
     if pad_id is None or eos_id is None:
         raise ToolError(f"{directory}/tokenizer.json: no <pad> or no <eos> token")
+    try:
+        tokenizer_value = tokenizer_digest(served)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ToolError(f"{directory}/tokenizer.json: its form cannot be read ({exc})") from None
     return Contract(
         format=CONTRACT_FORMAT,
         repository=repository,
         revision=revision.lower(),
-        tokenizer=tokenizer_digest(served),
+        tokenizer=tokenizer_value,
         lowercase=_lowercase_mode(served),
         special_token_strings="text",
         bos="none",

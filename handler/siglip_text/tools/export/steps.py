@@ -162,7 +162,7 @@ def fingerprint(state: ExportState) -> None:
             lowercase=options.lowercase,
             length=MAX_LENGTH,
         )
-    except ToolError as exc:
+    except (ToolError, OSError) as exc:
         # No fingerprint recorded: init then computes one from the files the bundle serves.
         log(f"NOTE: no contract fingerprint from the checkpoint: {exc}")
         return
