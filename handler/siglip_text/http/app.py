@@ -36,7 +36,15 @@ from ..engine.errors import (
     scrubbed,
 )
 from ..engine.limits import Deadline, check_response_fits
-from ..engine.service import Embeddings, EmbeddingService, Inputs, TextInputs, TokenIdInputs
+from ..engine.self_check import expected_probe
+from ..engine.service import (
+    PROBE_TEXT,
+    Embeddings,
+    EmbeddingService,
+    Inputs,
+    TextInputs,
+    TokenIdInputs,
+)
 from .admission import Admission
 from .errors import body_too_large, declares_more_than, error_answer, error_json
 from .schemas import (
@@ -162,15 +170,21 @@ def create_app(
         return error_response(InvalidInputError("the request is not valid"))
 
     @app.get("/health", summary="Liveness and the served model's identity")
-    async def health() -> dict[str, Any]:
+    async def health(probe: bool = False) -> dict[str, Any]:
         # Open to anyone (probes): the model's identity only. Versions, threads and init
         # timings are in the init log; cache counters in the metrics (CacheHits).
-        return {
+        body: dict[str, Any] = {
             "status": "ok",
             "model": service.model_id,
             "revision": service.revision,
             "embedding_dimension": service.dimension,
         }
+        if probe:
+            # ?probe=true: what the pre-traffic hook (a function without this package)
+            # holds this version's /v1 answer to: the init's probe text, and the reference
+            # export recorded for it with its bound.
+            body["probe"] = expected_probe(service.manifest, PROBE_TEXT)
+        return body
 
     async def require_key(request: Request) -> None:
         # async: FastAPI runs a plain `def` dependency in a worker thread, and on Lambda each
