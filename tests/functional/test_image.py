@@ -284,6 +284,8 @@ def _context_with(bundle: Path, tmp: Path) -> tuple[Path, str]:
         context / "handler" / "siglip_text",
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
     )
+    (context / "scripts").mkdir()
+    shutil.copy2(ROOT / "scripts" / "check_bundle_files.py", context / "scripts")
     (context / "layers" / "python").mkdir(parents=True)
     shutil.copy2(REQUIREMENTS, context / "layers" / "python" / REQUIREMENTS.name)
     shutil.copy2(ROOT / ".dockerignore", context / ".dockerignore")

@@ -27,6 +27,8 @@ import yaml
 
 from tests.support.paths import ROOT
 
+#: The SAM templates of the project: the function (and its hook), Managed Instances.
+TEMPLATES = ("template.yaml", "template-managed-instances.yaml")
 #: The stand-in base image's tag (scripts/make_standin_base_image.sh).
 STANDIN_BASE = "public.ecr.aws/lambda/python:3.13"
 _BASE_LINE = re.compile(r"^(\s+BaseImage:\s*)(\S+)$", re.MULTILINE)
@@ -87,15 +89,23 @@ def project_copy(bundle: Path, where: Path, base_image: str = STANDIN_BASE) -> P
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
     )
     shutil.copy2(ROOT / "handler" / "Dockerfile", project / "handler" / "Dockerfile")
+    shutil.copytree(
+        ROOT / "handler" / "deploy_hook",
+        project / "handler" / "deploy_hook",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
+    (project / "scripts").mkdir()
+    shutil.copy2(ROOT / "scripts" / "check_bundle_files.py", project / "scripts")
     (project / "layers" / "python").mkdir(parents=True)
     shutil.copy2(ROOT / "layers" / "python" / "requirements.txt", project / "layers" / "python")
     shutil.copytree(bundle, project / "layers" / "model", ignore=shutil.ignore_patterns("*.py"))
     for name in ("samconfig.toml", ".dockerignore"):
         shutil.copy2(ROOT / name, project / name)
-    template = (ROOT / "template.yaml").read_text()
-    swapped, count = _BASE_LINE.subn(lambda m: m.group(1) + base_image, template)
-    assert count == 1, "template.yaml's Build mapping should name one BaseImage"
-    (project / "template.yaml").write_text(swapped)
+    for name in TEMPLATES:
+        template = (ROOT / name).read_text()
+        swapped, count = _BASE_LINE.subn(lambda m: m.group(1) + base_image, template)
+        assert count == 1, f"{name}'s Build mapping should name one BaseImage"
+        (project / name).write_text(swapped)
     return project
 
 
