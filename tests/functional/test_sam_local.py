@@ -199,6 +199,22 @@ def test_sam_build_builds_one_image_and_the_hook_as_a_zip(project: Path) -> None
     FIGURES["images_built"] = images
 
 
+def test_the_managed_instances_environment_builds_one_image_of_its_own(project: Path) -> None:
+    # (its own template, named by samconfig's managed-instances build section, in a copy of
+    # the project so that the main build's output stays)
+    other = project.parent / "managed"
+    shutil.copytree(project, other, ignore=shutil.ignore_patterns(".aws-sam"))
+    done = sam(["sam", "build", "--config-env", "managed-instances"], other, timeout=1800)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    built = _built_template(other)
+    functions = [
+        name for name, r in built["Resources"].items() if r["Type"] == "AWS::Serverless::Function"
+    ]
+    assert functions == ["SiglipTextManagedFunction"]
+    assert built["Resources"]["SiglipTextManagedFunction"]["Properties"]["PackageType"] == "Image"
+    _docker("rmi", "--force", "sigliptextmanagedfunction:latest", timeout=120)
+
+
 def _built_template(project: Path) -> dict[str, Any]:
     from samtranslator.yaml_helper import yaml_parse
 
