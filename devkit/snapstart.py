@@ -37,7 +37,7 @@ import string
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -119,6 +119,26 @@ def reachable(needles: list[Any]) -> list[int]:
             continue
         stack.extend(r for r in gc.get_referents(item) if id(r) not in seen)
     return sorted(found)
+
+
+def record_secrets_calls() -> tuple[list[str], Callable[[], None]]:
+    """From now on, the name of every Secrets Manager operation any botocore client calls (a
+    list that grows), and the function that stops recording."""
+    import botocore.client
+
+    calls: list[str] = []
+    make_api_call = botocore.client.BaseClient._make_api_call
+
+    def recording(client: Any, operation_name: str, api_params: Any) -> Any:
+        if client.meta.service_model.service_name == "secretsmanager":
+            calls.append(operation_name)
+        return make_api_call(client, operation_name, api_params)
+
+    def stop() -> None:
+        botocore.client.BaseClient._make_api_call = make_api_call
+
+    botocore.client.BaseClient._make_api_call = recording
+    return calls, stop
 
 
 # --- searching a checkpoint for secrets -----------------------------------------------------------

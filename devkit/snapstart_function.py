@@ -33,28 +33,17 @@ from pathlib import Path
 from typing import Any
 
 from devkit.lambda_context import LambdaContext
-from devkit.snapstart import reachable, run_after_restore, run_before_snapshot, unmask
-
-
-def count_secrets_calls() -> list[str]:
-    """Record the name of every Secrets Manager operation any botocore client calls from now
-    on (the init's included): a list that grows."""
-    import botocore.client
-
-    calls: list[str] = []
-    make_api_call = botocore.client.BaseClient._make_api_call
-
-    def recording(client: Any, operation_name: str, api_params: Any) -> Any:
-        if client.meta.service_model.service_name == "secretsmanager":
-            calls.append(operation_name)
-        return make_api_call(client, operation_name, api_params)
-
-    botocore.client.BaseClient._make_api_call = recording  # type: ignore[method-assign]
-    return calls
+from devkit.snapstart import (
+    reachable,
+    record_secrets_calls,
+    run_after_restore,
+    run_before_snapshot,
+    unmask,
+)
 
 
 def main(path: Path) -> None:
-    calls = count_secrets_calls()
+    calls, _ = record_secrets_calls()
     function = importlib.import_module("siglip_text.lambda_function")  # the init
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
