@@ -12,7 +12,7 @@ concurrency limit:
 
 - a connection must complete its request headers within ``SIGLIP_HEADER_TIMEOUT_SECONDS`` of
   opening (and of its previous answer), else it is closed: a socket that sends nothing, or a
-  header line now and then, cannot stay;
+  header line now and then, cannot stay; headers over `MAX_HEADER_BYTES` get a 431;
 - at most ``SIGLIP_MAX_CONNECTIONS`` are open; at the cap a new connection closes the one
   idle longest (no request in progress) to make room, and only when every connection has a
   request in progress is the newcomer answered 429 (``Retry-After``); idle connections never
@@ -46,6 +46,13 @@ if TYPE_CHECKING:
     from .http.front import Front
 
 logger = logging.getLogger("siglip_text.serve")
+
+#: The most a request's line and headers may take (h11's own bound is 16 KiB; llhttp, under
+#: httptools, has none): past it, a 431 and the connection is closed.
+MAX_HEADER_BYTES = 64 * 1024
+#: File descriptors the process needs beside its connections (ONNX Runtime, logs, the
+#: listening socket, a Secrets Manager connection).
+RESERVED_DESCRIPTORS = 64
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -134,12 +141,23 @@ def run(args: argparse.Namespace) -> int:
         service.intra_op_threads,
         service.init_timings.as_dict(),
     )
+    connections = descriptors_for(settings.max_connections)
+    if connections < settings.max_connections:
+        logger.warning(
+            "at most %d connections (of SIGLIP_MAX_CONNECTIONS=%d): the process may open "
+            "only %d files (RLIMIT_NOFILE)",
+            connections,
+            settings.max_connections,
+            connections + RESERVED_DESCRIPTORS,
+        )
     config = uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
         log_level=args.log_level,
-        http=guarded_protocol(settings),
+        http=guarded_protocol(
+            header_timeout=settings.header_timeout_seconds, max_connections=connections
+        ),
         ws="none",  # no route takes a WebSocket; an upgrade would leave the guard behind
     )
     server = _server_class()(
@@ -192,6 +210,25 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def descriptors_for(connections: int) -> int:
+    """Raise this process's open-file limit (its soft limit, up to the hard one) so that
+    ``connections`` fit beside `RESERVED_DESCRIPTORS`; the connections that fit."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + RESERVED_DESCRIPTORS
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):  # past the kernel's own bound (fs.nr_open)
+            pass
+    if soft == resource.RLIM_INFINITY:
+        return connections
+    return max(1, min(connections, soft - RESERVED_DESCRIPTORS))
+
+
 def require_auth_mode_beyond_loopback(host: str, settings: Settings) -> None:
     """Bound beyond loopback, `serve` never serves ``/v1`` to anyone by default: the auth
     mode must be stated (``--auth-mode`` or ``SIGLIP_AUTH_MODE``), ``none`` included."""
@@ -204,12 +241,12 @@ def require_auth_mode_beyond_loopback(host: str, settings: Settings) -> None:
     )
 
 
-def guarded_protocol(settings: Settings) -> type[asyncio.Protocol]:
+def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol (httptools when installed, else h11), with the header deadline
     and the connection cap of the module docstring."""
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    from .http.errors import error_answer
+    from .http.errors import error_answer, error_json
 
     refusal = error_answer(
         OverloadedError(
@@ -218,8 +255,17 @@ def guarded_protocol(settings: Settings) -> type[asyncio.Protocol]:
         )
     )
     refused = _raw_answer(refusal.status, refusal.headers, refusal.body)
-    header_timeout = settings.header_timeout_seconds
-    cap = settings.max_connections
+    too_large = _raw_answer(
+        431,
+        {},
+        error_json(
+            f"the request's headers are larger than {MAX_HEADER_BYTES} bytes",
+            type="invalid_request_error",
+            param=None,
+            code="request_header_fields_too_large",
+        ),
+    )
+    cap = max_connections
 
     class GuardedProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         """One connection: closed when its request headers take too long; at the cap, the
@@ -228,6 +274,7 @@ def guarded_protocol(settings: Settings) -> type[asyncio.Protocol]:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._header_timer: asyncio.TimerHandle | None = None
+            self._header_bytes = 0
             self._idle_since = 0.0
 
         def connection_made(self, transport: Any) -> None:
@@ -243,6 +290,11 @@ def guarded_protocol(settings: Settings) -> type[asyncio.Protocol]:
             super().data_received(data)
             if self.cycle is not before:  # a request's headers are complete
                 self._stop_waiting()
+            elif self._header_timer is not None:
+                self._header_bytes += len(data)
+                if self._header_bytes > MAX_HEADER_BYTES and not self.transport.is_closing():
+                    self.transport.write(too_large)
+                    self.transport.close()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -255,6 +307,7 @@ def guarded_protocol(settings: Settings) -> type[asyncio.Protocol]:
 
         def _await_headers(self) -> None:
             self._stop_waiting()
+            self._header_bytes = 0
             self._idle_since = self.loop.time()
             self._header_timer = self.loop.call_later(header_timeout, self._headers_late)
 

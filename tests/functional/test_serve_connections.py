@@ -178,6 +178,19 @@ def test_a_socket_that_never_completes_its_headers_is_closed_by_the_deadline(
             assert answer_status(sock) in ("closed", "reset")
 
 
+def test_headers_past_64_kib_get_a_431_and_the_connection_closed(
+    keyed_server: LiveServer,
+) -> None:
+    # GIVEN a request line followed by one endless header, sent fast
+    with connect(keyed_server.port, b"GET /health HTTP/1.1\r\nX-Big: ") as sock:
+        with suppress(OSError):
+            for _ in range(100):
+                sock.sendall(b"a" * 1024)
+        # THEN the server answers 431 once past the bound, and closes
+        sock.settimeout(5)
+        assert answer_status(sock) in (431, "reset")
+
+
 def test_a_body_is_refused_before_it_is_read_where_no_route_takes_one(
     keyed_server: LiveServer,
 ) -> None:
