@@ -51,7 +51,14 @@ from devkit.events import event_files, for_model, request_texts
 from devkit.sam import resolve, source_template, translate
 from tests.support.aws_lambda import LambdaContext, expected_status, imported_lambda
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
-from tests.support.sam_build import STANDIN_BASE, project_copy, sam_build, sam_executable, tagged
+from tests.support.sam_build import (
+    STANDIN_BASE,
+    copy_bundle,
+    project_copy,
+    sam_build,
+    sam_executable,
+    tagged,
+)
 
 pytestmark = pytest.mark.slow  # the function image
 
@@ -284,13 +291,13 @@ def _context_with(bundle: Path, tmp: Path) -> tuple[Path, str]:
         context / "handler" / "siglip_text",
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
     )
-    (context / "scripts").mkdir()
-    shutil.copy2(ROOT / "scripts" / "check_bundle_files.py", context / "scripts")
     (context / "layers" / "python").mkdir(parents=True)
     shutil.copy2(REQUIREMENTS, context / "layers" / "python" / REQUIREMENTS.name)
     shutil.copy2(ROOT / ".dockerignore", context / ".dockerignore")
-    shutil.copytree(bundle, context / "layers" / "model")
+    copy_bundle(bundle, context / "layers" / "model")
     shutil.copystat(bundle, context / "layers" / "model")
+    (context / "scripts").mkdir()
+    shutil.copy2(ROOT / "scripts" / "check_bundle_files.py", context / "scripts")
     return context, "layers/model"
 
 

@@ -275,7 +275,8 @@ def test_api_key_mode_creates_a_generated_secret_and_lets_only_the_function_read
     assert secret["Condition"] == "UseApiKey"
     assert "SecretString" not in secret["Properties"]  # generated, never in the template
     assert secret["Properties"]["GenerateSecretString"]["PasswordLength"] >= 32
-    (policy,) = function["Properties"]["Policies"]
+    # the read; the describe after it: tests/template/test_template_key_secret_access.py
+    policy, _ = function["Properties"]["Policies"]
     condition, granted, otherwise = policy["Fn::If"]
     assert condition == "UseApiKey" and otherwise == {"Ref": "AWS::NoValue"}
     assert granted["AWSSecretsManagerGetSecretValuePolicy"]["SecretArn"] == {"Ref": "ApiKeySecret"}
