@@ -136,7 +136,7 @@ def function_environment() -> dict[str, str]:
     """The function's environment as the template deploys it, with AuthMode=none."""
     parameters = {"AuthMode": "none"}
     cfn = translate(parameters)
-    function = cfn["Resources"]["SiglipTextFunction"]  # Compute=lambda, the default
+    function = cfn["Resources"]["SiglipTextFunction"]
     variables = resolve(cfn, function["Properties"]["Environment"]["Variables"], parameters)
     return {name: str(value) for name, value in variables.items()}
 

@@ -39,9 +39,7 @@ def _as_list(value: Any) -> list[Any]:
 
 @pytest.mark.parametrize("snapstart", ["None", "PublishedVersions"])
 def test_under_api_key_the_function_may_read_and_describe_its_secret_only(snapstart: str) -> None:
-    statements = secret_statements(
-        {"AuthMode": "api-key", "SnapStart": snapstart, "ProvisionedConcurrency": "0"}
-    )
+    statements = secret_statements({"AuthMode": "api-key", "SnapStart": snapstart})
     granted = {
         (action, statement["Resource"])
         for statement in statements
