@@ -1,6 +1,6 @@
 """The project's exceptions.
 
-The engine raises only these; `http_errors.py`'s `ERRORS` table is the one place that maps each kind
+The engine raises only these; `http/errors.py`'s `ERRORS` table is the one place that maps each kind
 to an HTTP status and an OpenAI error ``type``.
 """
 
@@ -103,6 +103,22 @@ class InsufficientTimeError(SiglipError):
     """Raised when a request's compute cannot finish in the invocation's remaining time."""
 
     code = "insufficient_time"
+
+
+class RouteNotFoundError(SiglipError):
+    """Raised when no route has the request's path (the message names the routes)."""
+
+    code = "not_found"
+
+
+class MethodNotAllowedError(SiglipError):
+    """Raised when the request's path is a route, but not for its method."""
+
+    code = "method_not_allowed"
+
+    def __init__(self, message: str, *, allow: str) -> None:
+        super().__init__(message)
+        self.allow = allow
 
 
 class ModelNotFoundError(SiglipError):

@@ -19,30 +19,50 @@ from pydantic import ValidationError
 
 from ..engine.errors import InvalidInputError, ResponseTooLargeError, TooManyInputsError
 from ..engine.limits import PROXY_ENVELOPE_BYTES
+from ..engine.service import EmbeddingService
 from ..engine.tokenization import Token
-from .schemas import TokenizeRequest
+from .schemas import TokenizeRequest, json_items_at_most
 
 INPUTS_SHAPE_MESSAGE = "'inputs' must be a string or an array of strings"
+#: Values a request may hold beyond its texts: its fields and the array.
+ITEMS_SLACK = 16
+
+
+def tokenize_body(
+    service: EmbeddingService, body: bytes, *, max_inputs: int, response_limit: int | None
+) -> bytes:
+    """One ``/tokenize`` request's work: its body in, the answer's bytes out."""
+    texts, add_special_tokens = parse_tokenize_request(body, max_inputs=max_inputs)
+    tokens = service.tokenize(texts, add_special_tokens=add_special_tokens)
+    return tokenize_response(tokens, limit=response_limit)
 
 
 def parse_tokenize_request(body: bytes, *, max_inputs: int) -> tuple[list[str], bool]:
     """The texts and ``add_special_tokens`` of a ``/tokenize`` body; every failure is a 400
-    (413 for too many inputs) that does not echo the input."""
-    if not body.strip():
+    (413 for too many inputs) that does not echo the input. As for embeddings, the body's
+    values are counted before it is parsed, so memory is bounded by the inputs allowed."""
+    if not body or body.isspace():
         raise InvalidInputError("the request body is empty; send a JSON object")
+    if not json_items_at_most(body, max_inputs + ITEMS_SLACK):
+        raise TooManyInputsError(
+            f"the request holds more than {max_inputs + ITEMS_SLACK:,} values; at most "
+            f"{max_inputs} inputs are accepted per request: split it",
+            param="inputs",
+        )
     try:
-        request = TokenizeRequest.model_validate_json(body)
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        if "depth limit" in exc.msg:
+            raise InvalidInputError("the request body is nested too deeply") from None
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise InvalidInputError(
+            f"the request body is not valid JSON (UTF-8): {exc.msg} at {where}"
+        ) from None
+    try:
+        request = TokenizeRequest.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False, include_context=False)
-        first = errors[0]
-        if first["type"] == "json_invalid":
-            detail = str(first["msg"]).removeprefix("Invalid JSON: ")
-            if "recursion limit" in detail:
-                raise InvalidInputError("the request body is nested too deeply") from None
-            raise InvalidInputError(
-                f"the request body is not valid JSON (UTF-8): {detail}"
-            ) from None
-        if first["type"] == "model_type":
+        if errors[0]["type"] == "model_type":
             raise InvalidInputError("the request body must be a JSON object") from None
         fields = [str(e["loc"][0]) for e in errors if e["loc"]]
         if "inputs" in fields or not fields:
