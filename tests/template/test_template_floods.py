@@ -88,9 +88,9 @@ def test_the_rest_api_stage_gets_a_web_acl_refusing_keyless_and_per_ip_floods() 
     keyless = rules["keyless-v1"]
     assert keyless["Action"]["Block"]["CustomResponse"]["ResponseCode"] == 401
     (on_v1, no_token) = keyless["Statement"]["AndStatement"]["Statements"]
-    assert on_v1["ByteMatchStatement"]["SearchString"] == "/v1/"
+    assert on_v1["RegexMatchStatement"]["FieldToMatch"] == {"UriPath": {}}
     # the path as the API routes it: URL-decoded, then normalized (//v1, /x/../v1)
-    transformations = on_v1["ByteMatchStatement"]["TextTransformations"]
+    transformations = on_v1["RegexMatchStatement"]["TextTransformations"]
     assert [t["Type"] for t in sorted(transformations, key=lambda t: t["Priority"])] == [
         "URL_DECODE",
         "NORMALIZE_PATH",
@@ -152,7 +152,7 @@ def keyless_rule_blocks(path: str, authorization: str | None) -> bool:
     normalized = posixpath.normpath(re.sub("/+", "/", decoded)) + (
         "/" if path.endswith("/") else ""
     )
-    matches_path = on_v1["ByteMatchStatement"]["SearchString"] in normalized
+    matches_path = re.search(on_v1["RegexMatchStatement"]["RegexString"], normalized)
     regex = no_token["NotStatement"]["Statement"]["RegexMatchStatement"]["RegexString"]
     matches_token = authorization is not None and re.search(regex, authorization.lower())
     return bool(matches_path and not matches_token)
@@ -174,6 +174,9 @@ def keyless_rule_blocks(path: str, authorization: str | None) -> bool:
         ("/prod/v1/embeddings", "Bearer sk0123456789abcdefghij0123456789abcdefghijABCDEF", False),
         ("/prod/v1/embeddings", "bearer abc.def-ghi_jkl~mno+pqr/stu=", False),
         ("/prod/health", None, False),
+        ("/prod/tokenize", None, True),  # authenticated like /v1
+        ("/prod/%74okenize", "Basic dXNlcjpwYXNz", True),
+        ("/prod/tokenize", "Bearer sk0123456789abcdefghij0123456789abcdefghijABCDEF", False),
     ],
 )
 def test_the_keyless_rule_refuses_any_v1_request_without_a_well_formed_bearer_token(
