@@ -151,6 +151,9 @@ def get_settings() -> Settings:
 #: init and sharing the environment's CPUs with the others.
 MAX_CONCURRENCY_VARIABLE = "AWS_LAMBDA_MAX_CONCURRENCY"
 
+#: Set by Lambda: the function's memory in MB.
+MEMORY_SIZE_VARIABLE = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
+
 
 def processes_per_environment(environ: Mapping[str, str] | None = None) -> int | None:
     """The processes sharing this environment under Lambda Managed Instances, else None."""
@@ -182,7 +185,7 @@ def available_cpus(
     processes = processes_per_environment(env)
     if processes is not None:
         return max(1, count // processes)
-    memory_mb = env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+    memory_mb = env.get(MEMORY_SIZE_VARIABLE)
     if memory_mb and memory_mb.isdigit():
         count = min(count, max(1, round(int(memory_mb) / LAMBDA_MB_PER_VCPU)))
     return max(1, count)
