@@ -19,7 +19,7 @@ from moto import mock_aws
 from siglip_text.aws.snapstart import NOT_RESTORED
 from siglip_text.engine.errors import KeysUnavailableError
 
-from devkit.snapstart import (
+from devkit.snapstart_emulation import (
     function_env,
     function_process,
     mask,
