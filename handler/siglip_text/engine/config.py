@@ -20,6 +20,9 @@ ENV_PREFIX = "SIGLIP_"
 #: Lambda gives one full vCPU per 1,769 MB of memory.
 LAMBDA_MB_PER_VCPU = 1769
 
+#: The vector cache's default bound in bytes (SIGLIP_CACHE_MAX_BYTES).
+CACHE_MAX_BYTES = 64 * 1024 * 1024
+
 
 def demo_model_dir() -> Path:
     """The bundled demo model (synthetic: trained on toy captions, not SigLIP weights)."""
@@ -69,7 +72,7 @@ class Settings(BaseSettings):
 
     cache_size: int = Field(default=0, ge=0, le=10_000_000)
     # The cache's bound in bytes (keys, vectors, bookkeeping), whatever cache_size says.
-    cache_max_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    cache_max_bytes: int = Field(default=CACHE_MAX_BYTES, ge=0)
     log_inputs: bool = False
 
     auth_mode: Literal["none", "api-key"] = "none"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .bundle import Manifest
+from .config import CACHE_MAX_BYTES
 from .encoder import OnnxEncoder
 from .errors import ModelLoadError, SiglipError
 from .tokenization import SiglipTokenizer, TokenBatch
@@ -144,7 +145,7 @@ class EmbeddingService:
         encoder: OnnxEncoder,
         *,
         cache_size: int = 0,
-        cache_max_bytes: int = 64 * 1024 * 1024,
+        cache_max_bytes: int = CACHE_MAX_BYTES,
         init_timings: InitTimings | None = None,
     ) -> None:
         self.manifest = manifest
