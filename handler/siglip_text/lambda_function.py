@@ -153,8 +153,8 @@ snapstart = _register_snapstart()
 def tracing_enabled() -> bool:
     """X-Ray tracing unless ``POWERTOOLS_TRACE_DISABLED`` is true.
 
-    Importing the X-Ray SDK costs about 0.33 s of init (measured with ``python -X importtime``
-    on these machines), so with tracing disabled the Tracer is never built.
+    Importing the X-Ray SDK is a measurable part of init (docs/performance.md gives the
+    figure), so with tracing disabled the Tracer is never built.
     """
     return os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").strip().lower() not in ("1", "true")
 

@@ -297,8 +297,8 @@ def test_rest_api_routes_proxy_to_the_live_alias_and_may_invoke_only_it() -> Non
 
 @pytest.mark.slow
 def test_switching_frontend_leaves_the_function_and_live_on_the_same_version() -> None:
-    # A new version is published exactly when what a version snapshots changes (issue 11's
-    # rule, tests/template/test_sam_translation.py). The frontend reaches nothing of the function:
+    # A new version is published exactly when what a version snapshots changes (the rule
+    # tests/template/test_sam_translation.py checks). The frontend reaches nothing of the function:
     # the same version serves both, so switching (or rolling the switch back) moves no alias
     # and keeps every published version valid behind either frontend.
     published = {}
