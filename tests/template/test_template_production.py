@@ -2,7 +2,7 @@
 
 Each test translates the template as CloudFormation does on deploy (devkit/sam.py) and
 keeps the resources whose condition holds under the given parameters
-(tests/unit/test_frontends.py's `deploy`): logs that expire, the REST API's access log, X-Ray
+(tests/support/stacks.py's `deploy`): logs that expire, the REST API's access log, X-Ray
 only when tracing is on, a gradual deploy with alarms and a pre-traffic hook, an alarm when
 the gateway cannot invoke the function, and request limits that fit the function's time.
 """
@@ -19,7 +19,7 @@ from siglip_text.engine.limits import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_that_f
 from devkit.deployment import load_template
 from devkit.sam import resolve
 from tests.support.paths import ROOT
-from tests.unit.test_frontends import FRONTENDS, Stack, deploy
+from tests.template.test_template_frontends import FRONTENDS, Stack, deploy
 
 SERVED = "SiglipTextFunction"
 HOOK = "DeployHookFunction"
