@@ -19,7 +19,7 @@ from siglip_text.engine.limits import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_that_f
 from devkit.deployment import load_template
 from devkit.sam import resolve
 from tests.support.paths import ROOT
-from tests.template.test_template_frontends import FRONTENDS, Stack, deploy
+from tests.support.stacks import FRONTENDS, Stack, deploy
 
 SERVED = "SiglipTextFunction"
 HOOK = "DeployHookFunction"
