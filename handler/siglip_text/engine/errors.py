@@ -1,6 +1,6 @@
 """The project's exceptions.
 
-The engine raises only these; `http_errors.py`'s `ERRORS` table is the one place that maps each kind
+The engine raises only these; `http/errors.py`'s `ERRORS` table is the one place that maps each kind
 to an HTTP status and an OpenAI error ``type``.
 """
 
