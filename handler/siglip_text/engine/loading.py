@@ -78,9 +78,10 @@ class ServiceInit:
         loaded (sizing.py)."""
         init = cls()
         try:
-            chosen = settings if isinstance(settings, Settings) else settings()
+            if not isinstance(settings, Settings):
+                settings = settings()
             began = time.perf_counter()
-            paths = chosen.artifact_paths()
+            paths = settings.artifact_paths()
             manifest = load_manifest(paths.manifest)
             init.manifest = manifest
             init.memory_warning = check_function_memory(
@@ -89,10 +90,10 @@ class ServiceInit:
             init._begin(
                 manifest,
                 paths,
-                session_config(chosen, manifest),
-                output_name=chosen.onnx_output_name,
-                cache_size=chosen.cache_size,
-                cache_max_bytes=chosen.cache_max_bytes,
+                session_config(settings, manifest),
+                output_name=settings.onnx_output_name,
+                cache_size=settings.cache_size,
+                cache_max_bytes=settings.cache_max_bytes,
                 self_check=True,
                 began=began,
             )
