@@ -78,12 +78,12 @@ def main() -> None:
     from siglip_text.engine.bundle import load_manifest
 
     from devkit.events import for_model  # the event, asking for the bundle's model
-    from devkit.sam import resolve, resources_of_type, translate
+    from devkit.sam import resolve, translate
 
     model = load_manifest(args.bundle / "manifest.json").repository
     event = json.dumps(for_model(json.loads(args.event.read_text()), model))
     cfn = translate({"AuthMode": "none"})
-    ((_, function),) = resources_of_type(cfn, "AWS::Lambda::Function").items()
+    function = cfn["Resources"]["SiglipTextFunction"]  # (the other, the deploy hook, a zip)
     env = resolve(cfn, function["Properties"]["Environment"]["Variables"], {"AuthMode": "none"})
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,6 +93,8 @@ def main() -> None:
             context / "handler" / "siglip_text",
             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
         )
+        (context / "scripts").mkdir()
+        shutil.copy2(ROOT / "scripts" / "check_bundle_files.py", context / "scripts")
         (context / "layers" / "python").mkdir(parents=True)
         shutil.copy2(ROOT / "layers" / "python" / "requirements.txt", context / "layers" / "python")
         shutil.copy2(ROOT / ".dockerignore", context)

@@ -1,14 +1,14 @@
 """Readers of the deployment files (template.yaml, .dockerignore); handler/Dockerfile itself
-is built and run by tests/functional/test_image.py, never interpreted here.
-
-They read just the subset of each format that the project uses and refuse anything else, so
-that a new template construct makes the tests fail loudly instead of
-being skipped silently.
+is built and run by tests/functional/test_image.py, never interpreted here. What
+CloudFormation makes of a template (conditions, intrinsic functions) is devkit/sam.py's one
+resolver, on the template AWS's SAM translator makes.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "template.yaml"
+MANAGED_INSTANCES_TEMPLATE = ROOT / "template-managed-instances.yaml"
+SAMCONFIG = ROOT / "samconfig.toml"
 DOCKERFILE = ROOT / "handler" / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 REQUIREMENTS_IN = ROOT / "layers" / "python" / "requirements.in"
@@ -52,129 +54,27 @@ def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
     return template
 
 
-class Unresolvable(ValueError):
-    """Raised when a template value needs something only CloudFormation knows."""
-
-
-NO_VALUE = object()
-
-
-def parameter_defaults(template: dict[str, Any], **overrides: str) -> dict[str, str]:
-    """Every parameter's value as CloudFormation passes it (a string): default or override."""
-    values = {
-        name: str(spec["Default"])
-        for name, spec in template.get("Parameters", {}).items()
-        if "Default" in spec
-    }
-    unknown = set(overrides) - set(template.get("Parameters", {}))
-    if unknown:
-        raise KeyError(f"not template parameters: {sorted(unknown)}")
-    values.update(overrides)
-    return values
-
-
-def evaluate_conditions(template: dict[str, Any], params: dict[str, str]) -> dict[str, bool]:
-    conditions = template.get("Conditions", {})
-    done: dict[str, bool] = {}
-
-    def evaluate(value: Any) -> Any:
-        if isinstance(value, dict) and len(value) == 1:
-            ((key, arg),) = value.items()
-            if key == "Ref":
-                return params[arg]
-            if key == "Condition":
-                return condition(arg)
-            if key == "Fn::Equals":
-                left, right = (evaluate(v) for v in arg)
-                return str(left) == str(right)
-            if key == "Fn::Not":
-                return not evaluate(arg[0])
-            if key == "Fn::And":
-                return all(evaluate(v) for v in arg)
-            if key == "Fn::Or":
-                return any(evaluate(v) for v in arg)
-            if key == "Fn::Join":  # of a CommaDelimitedList parameter, passed as "a,b"
-                items = evaluate(arg[1])
-                items = (items.split(",") if items else []) if isinstance(items, str) else items
-                return str(arg[0]).join(str(evaluate(v)) for v in items)
-            raise Unresolvable(f"condition function {key}")
-        return value
-
-    def condition(name: str) -> bool:
-        if name not in done:
-            done[name] = bool(evaluate(conditions[name]))
-        return done[name]
-
-    return {name: condition(name) for name in conditions}
-
-
-def resolve(
-    value: Any,
-    params: dict[str, str],
-    conditions: dict[str, bool],
-    refs: dict[str, str] | None = None,
-) -> Any:
-    """A template value with parameters, conditions and the given resource refs substituted."""
-    refs = refs or {}
-
-    def walk(item: Any) -> Any:
-        if isinstance(item, dict) and len(item) == 1:
-            ((key, arg),) = item.items()
-            if key == "Ref":
-                if arg == "AWS::NoValue":
-                    return NO_VALUE
-                if arg in params:
-                    return params[arg]
-                if arg in refs:
-                    return refs[arg]
-                raise Unresolvable(f"Ref {arg}")
-            if key == "Fn::If":
-                name, then, otherwise = arg
-                return walk(then if conditions[name] else otherwise)
-            if key == "Fn::Sub" and isinstance(arg, str):
-                names = {**params, **refs}
-
-                def substitute(match: re.Match[str]) -> str:
-                    if match.group(1) not in names:
-                        raise Unresolvable(f"Sub ${{{match.group(1)}}}")
-                    return names[match.group(1)]
-
-                return re.sub(r"\$\{([A-Za-z0-9:.]+)\}", substitute, arg)
-            if key == "Fn::FindInMap":
-                mapping, top, second = (walk(v) for v in arg)
-                return load_template()["Mappings"][mapping][top][second]
-            if key.startswith("Fn::"):
-                raise Unresolvable(key)
-        if isinstance(item, dict):
-            walked = {k: walk(v) for k, v in item.items()}
-            return {k: v for k, v in walked.items() if v is not NO_VALUE}
-        if isinstance(item, list):
-            return [v for v in (walk(i) for i in item) if v is not NO_VALUE]
-        return item
-
-    return walk(value)
-
-
 #: The function that serves the API (the template's other function is the deploy hook).
 SERVED_FUNCTION = "SiglipTextFunction"
 
 
 def function_resource(template: dict[str, Any]) -> dict[str, Any]:
-    """The per-request function (Compute=lambda, the default); Compute=managed-instances
-    deploys SiglipTextManagedFunction instead (tests/template/test_template_managed_instances.py),
-    and the deploy hook is a third."""
+    """The function that serves (template-managed-instances.yaml has its own; the deploy hook
+    is a zip function beside it)."""
     function: dict[str, Any] = template["Resources"][SERVED_FUNCTION]
     assert function["Type"] == "AWS::Serverless::Function", function["Type"]
     return function
 
 
-def function_environment(template: dict[str, Any], **overrides: str) -> dict[str, str]:
-    """The function's environment as deployed with default parameters (plus overrides)."""
-    params = parameter_defaults(template, **overrides)
-    conditions = evaluate_conditions(template, params)
-    refs = {"ApiKeySecret": "arn:aws:secretsmanager:us-east-1:123456789012:secret:key-AbCdEf"}
-    variables = function_resource(template)["Properties"]["Environment"]["Variables"]
-    return {k: str(v) for k, v in resolve(variables, params, conditions, refs).items()}
+# --- samconfig.toml ---------------------------------------------------------------------------
+
+
+def samconfig_parameters(env: str = "default", command: str = "deploy") -> dict[str, str]:
+    """The parameters `sam <command> --config-env <env>` passes: its section's one
+    `parameter_overrides` line (the SAM CLI splits it as a shell does)."""
+    config = tomllib.loads(SAMCONFIG.read_text())
+    line = config[env].get(command, {}).get("parameters", {}).get("parameter_overrides", "")
+    return dict(item.split("=", 1) for item in shlex.split(line))
 
 
 # --- .dockerignore ----------------------------------------------------------------------------

@@ -10,10 +10,13 @@ emulator in front of it (aws-lambda-rie) answers its ``GET /runtime/restore/next
 so the tests drive the registries themselves: with awslambdaric's own runner (the test extra
 installs it), else with the same loops written out here.
 
-The search (../shared/CONTRACT.md section 7): ``gc.get_objects()`` misses what ``gc.freeze()``
-moved to the permanent generation (the init freezes) and the tuples and dicts CPython stopped
-tracking (a tuple of key digests), so it unfreezes first and walks ``gc.get_referents`` from
-every tracked object down to the str and bytes leaves.
+Two searches for secrets. In a live process (`reachable`): ``gc.get_objects()`` misses what
+``gc.freeze()`` moved to the permanent generation (the init freezes) and the tuples and dicts
+CPython stopped tracking (a tuple of key digests), so it unfreezes first and walks
+``gc.get_referents`` from every tracked object down to the str and bytes leaves. It cannot see
+freed memory, which CPython does not clear; so, in a checkpoint (`checkpoint_copies`), the
+memory pages CRIU wrote are searched byte for byte, by the test process: the key never goes to
+the checkpointed process in any form (../shared/CONTRACT.md section 7).
 
 CRIU: Debian trixie's criu (4.1) in a debootstrapped root (``SIGLIP_CRIU_ROOT``, made by
 scripts/make_criu_root.sh; .ci/run makes it under the checkout), run on the host through that
@@ -24,14 +27,17 @@ tests skip naming why.
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import os
+import secrets
 import signal
 import socket
+import string
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -113,6 +119,56 @@ def reachable(needles: list[Any]) -> list[int]:
             continue
         stack.extend(r for r in gc.get_referents(item) if id(r) not in seen)
     return sorted(found)
+
+
+def record_secrets_calls() -> tuple[list[str], Callable[[], None]]:
+    """From now on, the name of every Secrets Manager operation any botocore client calls (a
+    list that grows), and the function that stops recording."""
+    import botocore.client
+
+    calls: list[str] = []
+    make_api_call = botocore.client.BaseClient._make_api_call
+
+    def recording(client: Any, operation_name: str, api_params: Any) -> Any:
+        if client.meta.service_model.service_name == "secretsmanager":
+            calls.append(operation_name)
+        return make_api_call(client, operation_name, api_params)
+
+    def stop() -> None:
+        botocore.client.BaseClient._make_api_call = make_api_call
+
+    botocore.client.BaseClient._make_api_call = recording
+    return calls, stop
+
+
+# --- searching a checkpoint for secrets -----------------------------------------------------------
+
+#: The key template.yaml's ApiKeySecret generates: GenerateSecretString with PasswordLength 48
+#: and ExcludePunctuation, spaces excluded by default (CloudFormation, "AWS::SecretsManager::
+#: Secret GenerateSecretString"): letters and digits.
+TEMPLATE_KEY_LENGTH = 48
+TEMPLATE_KEY_ALPHABET = string.ascii_letters + string.digits
+
+
+def template_key() -> str:
+    """A fresh random key of the form the template's secret holds."""
+    return "".join(secrets.choice(TEMPLATE_KEY_ALPHABET) for _ in range(TEMPLATE_KEY_LENGTH))
+
+
+def checkpoint_copies(images: Path, key: str) -> dict[str, int]:
+    """How many times the memory pages of the checkpoint in `images` (CRIU's ``pages-*.img``)
+    hold the key's bytes (``key``) and its raw SHA-256 digest (``sha256``: what auth.py keeps).
+    Run in the test process, never in the checkpointed one."""
+    needles = {"key": key.encode(), "sha256": hashlib.sha256(key.encode()).digest()}
+    copies = dict.fromkeys(needles, 0)
+    pages = sorted(images.glob("pages-*.img"))
+    if not pages:
+        raise FileNotFoundError(f"no pages-*.img in {images}: not a CRIU checkpoint")
+    for path in pages:
+        data = path.read_bytes()
+        for name, needle in needles.items():
+            copies[name] += data.count(needle)
+    return copies
 
 
 # --- a function process over a UNIX socket ----------------------------------------------

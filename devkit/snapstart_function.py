@@ -10,9 +10,13 @@ kernels that refuse SO_PASSCRED on one (6.18 here). Commands
 
 - ``hooks``: how many callables each snapshot_restore_py registry holds;
 - ``before_snapshot`` / ``after_restore``: run the registries as the runtime client does;
+- ``timed_after_restore``: the same, timed, and the error it raised if any;
+- ``drop_connections``: close the connections to Secrets Manager, keeping the keys (CRIU
+  cannot dump an open inet socket here);
 - ``invoke``: the Lambda handler on an event (and its duration in the process);
 - ``rss``: the process's resident memory;
-- ``reads``: GetSecretValue calls made since the init;
+- ``reads``: GetSecretValue calls made since the process started (the init's included);
+- ``secrets_calls``: every Secrets Manager operation called since the process started;
 - ``reachable``: which of the given (masked) secrets a walk of the garbage collector's objects
   reaches (see `devkit.snapstart_emulation.reachable`);
 - ``perturb``: make ONNX Runtime's outputs another host's (reversed vectors).
@@ -29,18 +33,18 @@ from pathlib import Path
 from typing import Any
 
 from devkit.lambda_context import LambdaContext
-from devkit.snapstart_emulation import reachable, run_after_restore, run_before_snapshot, unmask
+from devkit.snapstart_emulation import (
+    reachable,
+    record_secrets_calls,
+    run_after_restore,
+    run_before_snapshot,
+    unmask,
+)
 
 
 def main(path: Path) -> None:
+    calls, _ = record_secrets_calls()
     function = importlib.import_module("siglip_text.lambda_function")  # the init
-    reads: list[str] = []
-    authenticator = function.app.state.authenticator
-    if authenticator is not None:
-        authenticator.provider.client.meta.events.register(
-            "before-parameter-build.secrets-manager.GetSecretValue",
-            lambda **kwargs: reads.append("GetSecretValue"),
-        )
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     server.listen(1)
@@ -53,7 +57,7 @@ def main(path: Path) -> None:
                 continue
             command = json.loads(line)
             try:
-                answer = dispatch(function, reads, command)
+                answer = dispatch(function, calls, command)
             except Exception as exc:  # the test reads it
                 answer = {"error": f"{type(exc).__name__}: {exc}"}
             stream.write(json.dumps(answer).encode() + b"\n")
@@ -62,7 +66,7 @@ def main(path: Path) -> None:
             return
 
 
-def dispatch(function: Any, reads: list[str], command: dict[str, Any]) -> dict[str, Any]:
+def dispatch(function: Any, calls: list[str], command: dict[str, Any]) -> dict[str, Any]:
     op = command["op"]
     if op == "hooks":
         from snapshot_restore_py import get_after_restore, get_before_snapshot
@@ -76,8 +80,17 @@ def dispatch(function: Any, reads: list[str], command: dict[str, Any]) -> dict[s
         return {"ok": True}
     if op == "timed_after_restore":
         began = time.perf_counter()
-        run_after_restore()
-        return {"seconds": time.perf_counter() - began}
+        error = None
+        try:
+            run_after_restore()
+        except Exception as exc:  # the test reads it, with the time it took to fail
+            error = f"{type(exc).__name__}: {exc}"
+        return {"seconds": time.perf_counter() - began, "error": error}
+    if op == "drop_connections":
+        authenticator = function.app.state.authenticator
+        if authenticator is not None:
+            authenticator.provider.client.close()
+        return {"ok": True}
     if op == "invoke":
         began = time.perf_counter()
         result = function.handler(command["event"], LambdaContext())
@@ -87,7 +100,9 @@ def dispatch(function: Any, reads: list[str], command: dict[str, Any]) -> dict[s
         (line,) = [row for row in status.splitlines() if row.startswith("VmRSS:")]
         return {"rss_mb": int(line.split()[1]) / 1024}
     if op == "reads":
-        return {"reads": len(reads)}
+        return {"reads": calls.count("GetSecretValue")}
+    if op == "secrets_calls":
+        return {"calls": list(calls)}
     if op == "reachable":
         return {"found": reachable(unmask(command["masked"]))}
     if op == "perturb":

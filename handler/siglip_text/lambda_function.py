@@ -90,10 +90,14 @@ def _build_app() -> Any:
         service = _init.service()
         authenticator = None
         if settings.auth_mode == "api-key":
+            from .aws.snapstart import snap_start_init
             from .http.auth import build_authenticator
 
+            # A snapshot must hold no key: under SnapStart the keys are read after a restore.
             authenticator = build_authenticator(
-                settings, on_refresh_failed=observer.key_refresh_failed
+                settings,
+                on_refresh_failed=observer.key_refresh_failed,
+                read_now=not snap_start_init(),
             )
     except Exception:
         _resume_collection(freeze=False)

@@ -1,10 +1,26 @@
-"""`siglip-text serve`: the same app under uvicorn, behind `ingress.Ingress`.
+"""`siglip-text serve`: the app under uvicorn, with its connections guarded.
 
-The ingress checks the key and the media type before a request takes its admission, takes
-the admission before its body is read, bounds the body in size and time (408), makes every
-early answer (401, 413, 415, 429, 503) reach the client, checks ``Host`` when bound to
-loopback, and holds the shutdown grace period. uvicorn bounds the open connections
-(``SIGLIP_MAX_CONNECTIONS``: past it, its own plain-text 503).
+The app's front layer (`http.front.Front`, the same as on Lambda) checks the key before any
+body is read, refuses a body on a route that takes none unread, admits a request before its
+body is read, bounds the body in size and time (408), makes every early answer reach the
+client and holds the shutdown grace period; `serve` adds its own checks to it: JSON bodies
+only (415) and, bound to loopback, loopback ``Host`` names only.
+
+Below the app, uvicorn's connections are guarded (`guarded_protocol`), because uvicorn arms
+no timer before a connection's first request and counts idle connections against its
+concurrency limit:
+
+- a connection must complete its request headers within ``SIGLIP_HEADER_TIMEOUT_SECONDS`` of
+  opening (and of its previous answer), else it is closed: a socket that sends nothing, or a
+  header line now and then, cannot stay; headers over `MAX_HEADER_BYTES` get a 431;
+- at most ``SIGLIP_MAX_CONNECTIONS`` are open; at the cap a new connection closes the one
+  idle longest (no request in progress) to make room, and only when every connection has a
+  request in progress is the newcomer answered 429 (``Retry-After``); idle connections never
+  count against admission, which counts requests (`http.admission`).
+
+Bound beyond loopback, `serve` starts only with an explicit auth mode (``--auth-mode`` or
+``SIGLIP_AUTH_MODE``; ``none`` stated on purpose is fine); on loopback ``serve --demo`` is
+one command.
 
 SIGTERM (or Ctrl-C): uvicorn stops accepting connections and closes idle ones; requests
 running or waiting go on for ``SIGLIP_SHUTDOWN_GRACE_SECONDS``; those not answered by then
@@ -15,15 +31,28 @@ itself: status 143 (128 + SIGTERM) for SIGTERM, 130 for SIGINT.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .engine.config import demo_model_dir, load_settings
-from .engine.errors import SiglipError
+from .engine.config import ENV_PREFIX, Settings, demo_model_dir, load_settings
+from .engine.errors import ConfigError, OverloadedError, SiglipError
 
 if TYPE_CHECKING:
-    from .http.front import Ingress
+    from .engine.service import EmbeddingService
+    from .http.app import Authenticator, RequestObserver
+    from .http.front import Front
+
+logger = logging.getLogger("siglip_text.serve")
+
+#: The most a request's line and headers may take (h11's own bound is 16 KiB; llhttp, under
+#: httptools, has none): past it, a 431 and the connection is closed.
+MAX_HEADER_BYTES = 64 * 1024
+#: File descriptors the process needs beside its connections (ONNX Runtime, logs, the
+#: listening socket, a Secrets Manager connection).
+RESERVED_DESCRIPTORS = 64
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +65,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="serve the bundled demo model (tiny, trained on synthetic captions)",
     )
     source.add_argument("--model-dir", help="artifact directory (else SIGLIP_* variables)")
+    parser.add_argument(
+        "--auth-mode",
+        choices=["none", "api-key"],
+        help="api-key, or none (anyone who reaches the port may use /v1); else "
+        "SIGLIP_AUTH_MODE; required when --host is not a loopback address",
+    )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
     parser.add_argument(
         "--allow-host",
@@ -58,9 +93,6 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     from .engine.loading import load_service
-    from .http.admission import Admission
-    from .http.app import create_app
-    from .http.front import LOOPBACK_HOSTS, Ingress
     from .http.observability import LoggingObserver
 
     overrides: dict[str, object] = {}
@@ -68,9 +100,12 @@ def run(args: argparse.Namespace) -> int:
         overrides["model_dir"] = demo_model_dir()
     elif args.model_dir:
         overrides["model_dir"] = args.model_dir
+    if args.auth_mode:
+        overrides["auth_mode"] = args.auth_mode
     observer = LoggingObserver()
     try:
         settings = load_settings(**overrides)
+        require_auth_mode_beyond_loopback(args.host, settings)
         service = load_service(settings)
         authenticator = None
         if settings.auth_mode == "api-key":
@@ -83,52 +118,83 @@ def run(args: argparse.Namespace) -> int:
     except SiglipError as exc:
         print(f"siglip-text serve: cannot start: {exc.message}", file=sys.stderr)
         return 1
-    app = create_app(service, settings, observer=observer, authenticator=authenticator)
-    # The app keeps its own admission (it bounds the work wherever the app is mounted); behind
-    # the ingress, which lets at most `in_flight` requests into the app, it never refuses.
-    ingress = Ingress(
-        app,
-        admission=Admission(
-            in_flight=settings.max_concurrent_requests, pending=settings.max_pending_requests
-        ),
-        max_body_bytes=settings.max_request_bytes,
+    app = build_app(
+        service,
+        settings,
+        host=args.host,
+        allow_hosts=args.allow_host,
         observer=observer,
-        authenticate=authenticator,
-        body_idle_seconds=settings.body_idle_timeout_seconds,
-        body_total_seconds=settings.body_total_timeout_seconds,
-        allowed_hosts=(
-            LOOPBACK_HOSTS | {name.lower() for name in args.allow_host}
-            if is_loopback(args.host)
-            else None
-        ),
+        authenticator=authenticator,
     )
-    logging.getLogger("siglip_text").info(
-        "serving %s (revision %s, dimension %d) on http://%s:%d/v1",
+    logger.info(
+        "serving %s (revision %s, dimension %d) on http://%s:%d/v1, auth mode %s",
         service.model_id,
         service.revision,
         service.dimension,
         args.host,
         args.port,
+        settings.auth_mode,
     )
-    logging.getLogger("siglip_text").info(
+    logger.info(
         "runtime %s, %d ONNX Runtime thread(s), init %s",
         service.describe()["runtime"],
         service.intra_op_threads,
         service.init_timings.as_dict(),
     )
+    connections = descriptors_for(settings.max_connections)
+    if connections < settings.max_connections:
+        logger.warning(
+            "at most %d connections (of SIGLIP_MAX_CONNECTIONS=%d): the process may open "
+            "only %d files (RLIMIT_NOFILE)",
+            connections,
+            settings.max_connections,
+            connections + RESERVED_DESCRIPTORS,
+        )
     config = uvicorn.Config(
-        ingress,
+        app,
         host=args.host,
         port=args.port,
         log_level=args.log_level,
-        limit_concurrency=settings.max_connections,
+        http=guarded_protocol(
+            header_timeout=settings.header_timeout_seconds, max_connections=connections
+        ),
+        ws="none",  # no route takes a WebSocket; an upgrade would leave the guard behind
     )
-    server = _server_class()(config, ingress=ingress, grace_seconds=settings.shutdown_grace_seconds)
+    server = _server_class()(
+        config, front=app.state.front, grace_seconds=settings.shutdown_grace_seconds
+    )
     try:
         server.run()  # on SIGTERM, uvicorn re-raises it once drained: the process ends by it
     except KeyboardInterrupt:  # uvicorn re-raises SIGINT too, as KeyboardInterrupt
         return 130
     return 0
+
+
+def build_app(
+    service: EmbeddingService,
+    settings: Settings,
+    *,
+    host: str,
+    allow_hosts: Sequence[str] = (),
+    observer: RequestObserver | None = None,
+    authenticator: Authenticator | None = None,
+) -> Any:
+    """The app `serve` runs: the one app, work off the event loop, JSON bodies only and, bound
+    to loopback, loopback ``Host`` names (and ``allow_hosts``) only."""
+    from .http.app import create_app
+    from .http.front import LOOPBACK_HOSTS
+
+    return create_app(
+        service,
+        settings,
+        observer=observer,
+        authenticator=authenticator,
+        offload_inference=True,
+        json_only=True,
+        allowed_hosts=(
+            LOOPBACK_HOSTS | {name.lower() for name in allow_hosts} if is_loopback(host) else None
+        ),
+    )
 
 
 def is_loopback(host: str) -> bool:
@@ -144,22 +210,166 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def descriptors_for(connections: int) -> int:
+    """Raise this process's open-file limit (its soft limit, up to the hard one) so that
+    ``connections`` fit beside `RESERVED_DESCRIPTORS`; the connections that fit."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + RESERVED_DESCRIPTORS
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):  # past the kernel's own bound (fs.nr_open)
+            pass
+    if soft == resource.RLIM_INFINITY:
+        return connections
+    return max(1, min(connections, soft - RESERVED_DESCRIPTORS))
+
+
+def require_auth_mode_beyond_loopback(host: str, settings: Settings) -> None:
+    """Bound beyond loopback, `serve` never serves ``/v1`` to anyone by default: the auth
+    mode must be stated (``--auth-mode`` or ``SIGLIP_AUTH_MODE``), ``none`` included."""
+    if is_loopback(host) or "auth_mode" in settings.model_fields_set:
+        return
+    raise ConfigError(
+        f"--host {host} is reachable beyond this machine and no auth mode is set: pass "
+        f"--auth-mode api-key (with {ENV_PREFIX}API_KEY_SECRET_ARN), or --auth-mode none to "
+        f"serve /v1 to anyone who can reach the port (or set {ENV_PREFIX}AUTH_MODE)"
+    )
+
+
+def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol (httptools when installed, else h11), with the header deadline
+    and the connection cap of the module docstring."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    from .http.errors import error_answer, error_json
+
+    refusal = error_answer(
+        OverloadedError(
+            "the server has as many connections open as it accepts, each with a request in "
+            "progress; retry after the delay in the Retry-After header"
+        )
+    )
+    refused = _raw_answer(refusal.status, refusal.headers, refusal.body)
+    too_large = _raw_answer(
+        431,
+        {},
+        error_json(
+            f"the request's headers are larger than {MAX_HEADER_BYTES} bytes",
+            type="invalid_request_error",
+            param=None,
+            code="request_header_fields_too_large",
+        ),
+    )
+    cap = max_connections
+
+    class GuardedProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+        """One connection: closed when its request headers take too long; at the cap, the
+        idlest connection makes room for it."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._header_timer: asyncio.TimerHandle | None = None
+            self._header_bytes = 0
+            self._idle_since = 0.0
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._await_headers()
+            if len(self.connections) > cap and not _make_room(self.connections, self):
+                logger.warning("connection refused: %d open, each with a request", cap)
+                transport.write(refused)
+                transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            before = self.cycle
+            super().data_received(data)
+            if self.cycle is not before:  # a request's headers are complete
+                self._stop_waiting()
+            elif self._header_timer is not None:
+                self._header_bytes += len(data)
+                if self._header_bytes > MAX_HEADER_BYTES and not self.transport.is_closing():
+                    self.transport.write(too_large)
+                    self.transport.close()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and _idle(self):
+                self._await_headers()  # the next request on this connection
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._stop_waiting()
+            super().connection_lost(exc)
+
+        def _await_headers(self) -> None:
+            self._stop_waiting()
+            self._header_bytes = 0
+            self._idle_since = self.loop.time()
+            self._header_timer = self.loop.call_later(header_timeout, self._headers_late)
+
+        def _stop_waiting(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_late(self) -> None:
+            self._header_timer = None
+            if _idle(self) and not self.transport.is_closing():
+                self.transport.close()
+
+    return GuardedProtocol
+
+
+def _idle(connection: Any) -> bool:
+    """No request in progress: waiting for (the rest of) its next request's headers."""
+    return connection.cycle is None or bool(connection.cycle.response_complete)
+
+
+def _make_room(connections: set[Any], newcomer: Any) -> bool:
+    """Close the connection idle longest (not ``newcomer``); False when none is idle."""
+    idle = [
+        c for c in connections if c is not newcomer and _idle(c) and not c.transport.is_closing()
+    ]
+    if not idle:
+        return False
+    min(idle, key=lambda c: getattr(c, "_idle_since", 0.0)).transport.close()
+    return True
+
+
+def _raw_answer(status: int, headers: dict[str, str], body: bytes) -> bytes:
+    """An HTTP/1.1 answer as bytes, for a connection that has not sent its request yet."""
+    from http import HTTPStatus
+
+    lines = [
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
+        "content-type: application/json",
+        f"content-length: {len(body)}",
+        "connection: close",
+        *(f"{name.lower()}: {value}" for name, value in headers.items()),
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
 def _server_class() -> type[Any]:
     import uvicorn
 
     class _GracefulServer(uvicorn.Server):
-        """uvicorn's server, with the ingress's grace period on shutdown."""
+        """uvicorn's server, with the front layer's grace period on shutdown."""
 
-        def __init__(self, config: Any, *, ingress: Ingress, grace_seconds: float) -> None:
+        def __init__(self, config: Any, *, front: Front, grace_seconds: float) -> None:
             super().__init__(config)
-            self.ingress = ingress
+            self.front = front
             self.grace_seconds = grace_seconds
 
         async def shutdown(self, sockets: Any = None) -> None:
             # uvicorn's own shutdown closes the listeners, then waits for every connection;
             # once the grace period's 503s are out, `force_exit` ends that wait (computations
             # still running are abandoned: ONNX Runtime cannot be interrupted mid-run).
-            self.ingress.begin_shutdown(self.grace_seconds, on_expired=self._expired)
+            self.front.begin_shutdown(self.grace_seconds, on_expired=self._expired)
             await super().shutdown(sockets)
 
         def _expired(self) -> None:

@@ -71,7 +71,7 @@ def test_json_syntax_error_says_line_and_column(client: TestClient) -> None:
     error = error_of(
         client.post(URL, content=body, headers={"content-type": "application/json"}), 400
     )
-    assert "line 2 column 27" in error["message"], error["message"]  # the "]"
+    assert "line 2 column 26" in error["message"], error["message"]  # the trailing ","
     assert "a red block" not in error["message"]  # the input is never echoed
 
 

@@ -52,7 +52,14 @@ from devkit.sam import resolve, source_template, translate
 from tests.support.aws_lambda import LambdaContext, expected_status, imported_lambda
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
 from tests.support.paths import ROOT
-from tests.support.sam_build import STANDIN_BASE, project_copy, sam_build, sam_executable, tagged
+from tests.support.sam_build import (
+    STANDIN_BASE,
+    copy_bundle,
+    project_copy,
+    sam_build,
+    sam_executable,
+    tagged,
+)
 
 pytestmark = pytest.mark.slow  # the function image
 
@@ -129,7 +136,7 @@ def function_environment() -> dict[str, str]:
     """The function's environment as the template deploys it, with AuthMode=none."""
     parameters = {"AuthMode": "none"}
     cfn = translate(parameters)
-    function = cfn["Resources"]["SiglipTextFunction"]  # Compute=lambda, the default
+    function = cfn["Resources"]["SiglipTextFunction"]
     variables = resolve(cfn, function["Properties"]["Environment"]["Variables"], parameters)
     return {name: str(value) for name, value in variables.items()}
 
@@ -287,8 +294,10 @@ def _context_with(bundle: Path, tmp: Path) -> tuple[Path, str]:
     (context / "layers" / "python").mkdir(parents=True)
     shutil.copy2(REQUIREMENTS, context / "layers" / "python" / REQUIREMENTS.name)
     shutil.copy2(ROOT / ".dockerignore", context / ".dockerignore")
-    shutil.copytree(bundle, context / "layers" / "model")
+    copy_bundle(bundle, context / "layers" / "model")
     shutil.copystat(bundle, context / "layers" / "model")
+    (context / "scripts").mkdir()
+    shutil.copy2(ROOT / "scripts" / "check_bundle_files.py", context / "scripts")
     return context, "layers/model"
 
 
@@ -335,7 +344,7 @@ def build_image(context: Path, model_dir: str, *, arch: str | None = None) -> st
 
 def build_with_sam(bundle: Path, tmp: Path) -> str:
     """`sam build` of the project with `bundle` as layers/model: the served function's image,
-    which the deploy hook's must be (one image, two commands)."""
+    the only image the template builds (the pre-traffic hook is a zip)."""
     if sam_executable() is None:
         if IN_CI:
             pytest.fail("no SAM CLI: .ci/run installs aws-sam-cli")
@@ -344,21 +353,8 @@ def build_with_sam(bundle: Path, tmp: Path) -> str:
     result = sam_build(project_copy(bundle, tmp))
     FIGURES.setdefault("sam_build_s", []).append(round(time.perf_counter() - started, 1))
     assert "were not consumed" not in result.output, result.output[-3000:]
-    # sam build builds every function, whatever the conditions deploy: the managed-instances
-    # one too (the same Dockerfile and arguments)
-    assert set(result.images) == {
-        "SiglipTextFunction",
-        "SiglipTextManagedFunction",
-        "DeployHookFunction",
-    }, result.images
-    # the builds may differ in their config's timestamps, never in a layer: ECR stores one
-    # image's layers once, and the hook runs the bundle and code it checks
-    served, managed, hook = (
-        _inspect(result.images[k])
-        for k in ("SiglipTextFunction", "SiglipTextManagedFunction", "DeployHookFunction")
-    )
-    assert hook["RootFS"]["Layers"] == served["RootFS"]["Layers"]
-    assert managed["RootFS"]["Layers"] == served["RootFS"]["Layers"]
+    # sam build builds every function, whatever the conditions deploy: one image
+    assert set(result.images) == {"SiglipTextFunction"}, result.images
     return tagged(result.images["SiglipTextFunction"])
 
 
@@ -592,6 +588,9 @@ def assert_image_is_what_the_template_runs(tag: str) -> None:
     bundle is, and its own layers are dependencies, then bundle, then package."""
     image = _inspect(tag)
     FIGURES["image_mb"] = round(image["Size"] / 1e6, 1)
+    # no USER: Lambda runs the function as its own user, and `sam local` adds its emulator
+    # as the image's user (a non-root one fails there); the tests run it --user 993:990
+    assert not image["Config"].get("User"), image["Config"].get("User")
     function = source_template()["Resources"]["SiglipTextFunction"]["Properties"]
     assert image["Config"]["Cmd"] == function["ImageConfig"]["Command"] == [HANDLER]
     env = dict(item.split("=", 1) for item in image["Config"]["Env"])

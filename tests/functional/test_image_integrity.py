@@ -1,10 +1,15 @@
-"""The image build checks the bundle against its manifest: a file changed after export, even
-to the same size, fails the build (handler/Dockerfile's bundle stage runs
-scripts/check_bundle_files.py). Builds only that stage, on the base image already
-present, without network: seconds."""
+"""The image build checks the bundle against its manifest, and the manifest against the sha256
+pinned beside the bundle: a file changed after export, even to the same size, or changed
+together with its hash in the manifest, fails the build, and so does a bundle without its pin
+(handler/Dockerfile's bundle stage runs scripts/check_bundle_files.py). Builds only that
+stage, on the base image already present, without network: seconds.
+tests/unit/test_check_bundle_files.py checks each kind of tampering on the check itself."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 import shutil
 import subprocess
 import uuid
@@ -13,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.bundles import tampered
+from scripts.check_bundle_files import problems, read_pin
 from tests.support.paths import ROOT
 from tests.support.sam_build import STANDIN_BASE
 
@@ -41,6 +46,14 @@ def docker_ready() -> str | None:
     return None
 
 
+def tampered(bundle: Path) -> None:
+    """One byte of the graph changed in place: same size, another sha256."""
+    path = bundle / "text_model.onnx"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
 @pytest.fixture
 def context(tmp_path: Path) -> Path:
     """A build context holding what the bundle stage copies: the check and a demo bundle."""
@@ -51,6 +64,7 @@ def context(tmp_path: Path) -> Path:
         ROOT / "scripts" / "check_bundle_files.py", tmp_path / "scripts" / "check_bundle_files.py"
     )
     shutil.copytree(DEMO, tmp_path / "layers" / "bundle")
+    shutil.copy(DEMO.parent / "demo.sha256", tmp_path / "layers" / "bundle.sha256")
     return tmp_path
 
 
@@ -95,16 +109,64 @@ def test_the_image_build_passes_an_intact_bundle(context: Path, tag: str) -> Non
         pytest.skip(reason)
     built = build_bundle_stage(context, tag)
     assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
-    assert "every recorded file" in built.stdout
+    assert "has the pinned sha256" in built.stdout
 
 
-def test_the_image_runs_as_a_non_root_user_by_default() -> None:
-    """Outside Lambda too (docker run, ECS): the last USER of the final stage is not root."""
-    users = [
-        line.split(None, 1)[1].strip()
-        for line in DOCKERFILE.read_text().splitlines()
-        if line.startswith("USER ")
-    ]
-    assert users, "the image runs as root"
-    user = users[-1].split(":")[0]
-    assert user not in ("root", "0"), users
+def test_the_image_build_fails_on_a_file_changed_together_with_its_hash_in_the_manifest(
+    context: Path, tag: str
+) -> None:
+    reason = docker_ready()
+    if reason:
+        pytest.skip(reason)
+    # GIVEN the demo bundle's graph changed and its manifest re-hashed to match (the pin kept)
+    bundle = context / "layers" / "bundle"
+    tampered(bundle)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["files"]["text_model.onnx"]["sha256"] = hashlib.sha256(
+        (bundle / "text_model.onnx").read_bytes()
+    ).hexdigest()
+    (bundle / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    assert problems(bundle, read_pin((context / "layers" / "bundle.sha256").read_text())) != []
+    # WHEN the image is built: THEN the build fails on the manifest's pin
+    built = build_bundle_stage(context, tag)
+    assert built.returncode != 0, built.stdout[-2000:]
+    assert "manifest.json: sha256" in built.stdout + built.stderr
+    assert "the pin says" in built.stdout + built.stderr
+
+
+def test_the_image_build_fails_without_the_bundle_pin(context: Path, tag: str) -> None:
+    reason = docker_ready()
+    if reason:
+        pytest.skip(reason)
+    (context / "layers" / "bundle.sha256").unlink()
+    built = build_bundle_stage(context, tag)
+    assert built.returncode != 0, built.stdout[-2000:]
+    assert "bundle.sha256" in built.stdout + built.stderr
+
+
+def test_the_check_names_every_kind_of_mismatch(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(DEMO, bundle)
+    pin = read_pin((DEMO.parent / "demo.sha256").read_text())
+    assert problems(bundle, pin) == []
+    tampered(bundle)
+    (bundle / "tokenizer.json").write_bytes(b"{}")
+    found = problems(bundle, pin)
+    assert any(p.startswith("text_model.onnx: sha256") for p in found), found
+    assert any(p.startswith("tokenizer.json: 2 bytes") for p in found), found
+
+
+def test_the_image_has_no_user_and_the_project_runs_it_as_a_non_root_one() -> None:
+    """No USER: Lambda runs the function as its own non-root user whatever the image says,
+    and `sam local` adds its emulator in a build step that runs as the image's user, which a
+    non-root USER breaks (docs/deploy.md, "Test locally"). Where the project runs the image
+    itself (the docs' `docker run`, the image test), it passes a non-root `--user`."""
+    assert not [line for line in DOCKERFILE.read_text().splitlines() if line.startswith("USER ")]
+    runs = re.findall(r"^docker run .*$", (ROOT / "docs" / "deploy.md").read_text(), re.MULTILINE)
+    assert runs
+    for run in runs:
+        (user,) = re.findall(r"--user (\d+):\d+", run)
+        assert user != "0", run
+    image_test = (ROOT / "tests" / "functional" / "test_image.py").read_text()
+    assert re.search(r'LAMBDA_USER = "(?!0:)\d+:\d+"', image_test)
+    assert 'f"--user={LAMBDA_USER}"' in image_test

@@ -162,17 +162,27 @@ def test_a_server_on_loopback_answers_loopback_host_names_only(server: LiveServe
 def test_connections_past_the_limit_are_refused() -> None:
     with running_server(SIGLIP_AUTH_MODE="none", SIGLIP_MAX_CONNECTIONS="4") as live:
         with ExitStack() as stack:
-            held = [
-                stack.enter_context(socket.create_connection(("127.0.0.1", live.port)))
+            # GIVEN 4 connections (the limit), each with a request in progress (a body held)
+            busy = [
+                stack.enter_context(open_upload(live.port, declared=100_000, first=b"{"))
                 for _ in range(4)
             ]
             time.sleep(0.3)
-            assert held
+            assert busy
+            # WHEN another client connects, THEN it is refused in OpenAI's shape
             response = httpx.get(f"{live.base}/health", timeout=10)
-            assert response.status_code == 503
+            assert response.status_code == 429, response.text
+            assert_openai_error(response.json())
+            assert response.headers["retry-after"] == "1"
         deadline = time.monotonic() + 5
         while httpx.get(f"{live.base}/health").status_code != 200:
             assert time.monotonic() < deadline
+        # AND connections that hold no request give way to a newcomer
+        with ExitStack() as stack:
+            for _ in range(4):
+                stack.enter_context(socket.create_connection(("127.0.0.1", live.port)))
+            time.sleep(0.3)
+            assert httpx.get(f"{live.base}/health", timeout=10).status_code == 200
 
 
 @pytest.fixture(scope="module")

@@ -85,6 +85,7 @@ def test_a_checkpointed_function_restores_answers_the_same_and_reads_the_rotated
         function.start()
         expected = vectors(function.invoke(embed_event(KEY)))
         assert function.call("before_snapshot") == {"ok": True}
+        reads = function.call("reads")["reads"]  # the request's, before the snapshot
         # WHEN it is checkpointed (the process ends) and restored from the image
         began = time.perf_counter()
         criu_dump(function.pid, images)
@@ -94,9 +95,9 @@ def test_a_checkpointed_function_restores_answers_the_same_and_reads_the_rotated
             restorer = criu_restore(images)
             restored_s = time.perf_counter() - began
             # THEN the restored copy holds no key until its after-restore hooks read it
-            assert function.call("reads") == {"reads": 0}
+            assert function.call("reads") == {"reads": reads}
             assert function.call("after_restore") == {"ok": True}
-            assert function.call("reads") == {"reads": 1}
+            assert function.call("reads") == {"reads": reads + 1}
             # AND it answers the same vectors with the secret's current key, and refuses
             # the other
             np.testing.assert_allclose(

@@ -54,3 +54,29 @@ def refusals(template: dict[str, Any], params: dict[str, str]) -> dict[str, list
         if failed:
             refused[name] = failed
     return refused
+
+
+def constraint_refusals(template: dict[str, Any], params: dict[str, str]) -> dict[str, str]:
+    """The parameters whose value CloudFormation refuses before it evaluates any rule: not
+    among AllowedValues, not matching AllowedPattern (the whole value), outside MinValue and
+    MaxValue, longer than MaxLength. Each with its ConstraintDescription (or the rule hit)."""
+    import re
+
+    refused: dict[str, str] = {}
+    for name, spec in template.get("Parameters", {}).items():
+        if name not in params:
+            continue
+        value = params[name]
+        why = spec.get("ConstraintDescription")
+        if "AllowedValues" in spec and value not in {str(v) for v in spec["AllowedValues"]}:
+            refused[name] = why or "AllowedValues"
+        elif "AllowedPattern" in spec and not re.fullmatch(spec["AllowedPattern"], value):
+            refused[name] = why or "AllowedPattern"
+        elif "MaxLength" in spec and len(value) > int(spec["MaxLength"]):
+            refused[name] = why or "MaxLength"
+        elif spec.get("Type") == "Number" and (
+            ("MinValue" in spec and float(value) < float(spec["MinValue"]))
+            or ("MaxValue" in spec and float(value) > float(spec["MaxValue"]))
+        ):
+            refused[name] = why or "MinValue/MaxValue"
+    return refused

@@ -12,6 +12,7 @@ comes from the cache that .ci/run's networked `docker build` filled.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -27,6 +28,8 @@ import yaml
 
 from tests.support.paths import ROOT
 
+#: The SAM templates of the project: the function (and its hook), Managed Instances.
+TEMPLATES = ("template.yaml", "template-managed-instances.yaml")
 #: The stand-in base image's tag (scripts/make_standin_base_image.sh).
 STANDIN_BASE = "public.ecr.aws/lambda/python:3.13"
 _BASE_LINE = re.compile(r"^(\s+BaseImage:\s*)(\S+)$", re.MULTILINE)
@@ -78,6 +81,19 @@ def samcli_probe(request: dict[str, Any]) -> Any:
     return json.loads(done.stdout)
 
 
+def copy_bundle(bundle: Path, dest: Path, **copytree: Any) -> None:
+    """`bundle` copied to `dest`, with its pin beside it (``dest.sha256``, what the image build
+    checks the manifest against): the bundle's own pin when export wrote one, else one made
+    here for the bundle as it is (a bundle a test made)."""
+    shutil.copytree(bundle, dest, **copytree)
+    pin = bundle.with_name(bundle.name + ".sha256")
+    if pin.is_file():
+        shutil.copy2(pin, dest.with_name(dest.name + ".sha256"))
+    else:
+        digest = hashlib.sha256((dest / "manifest.json").read_bytes()).hexdigest()
+        dest.with_name(dest.name + ".sha256").write_text(f"{digest}  manifest.json\n")
+
+
 def project_copy(bundle: Path, where: Path, base_image: str = STANDIN_BASE) -> Path:
     """The repository's SAM project in `where`, `bundle` as its layers/model."""
     project = where / "sam-project"
@@ -87,15 +103,23 @@ def project_copy(bundle: Path, where: Path, base_image: str = STANDIN_BASE) -> P
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
     )
     shutil.copy2(ROOT / "handler" / "Dockerfile", project / "handler" / "Dockerfile")
+    shutil.copytree(
+        ROOT / "handler" / "deploy_hook",
+        project / "handler" / "deploy_hook",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
     (project / "layers" / "python").mkdir(parents=True)
     shutil.copy2(ROOT / "layers" / "python" / "requirements.txt", project / "layers" / "python")
-    shutil.copytree(bundle, project / "layers" / "model", ignore=shutil.ignore_patterns("*.py"))
+    copy_bundle(bundle, project / "layers" / "model", ignore=shutil.ignore_patterns("*.py"))
+    (project / "scripts").mkdir()
+    shutil.copy2(ROOT / "scripts" / "check_bundle_files.py", project / "scripts")
     for name in ("samconfig.toml", ".dockerignore"):
         shutil.copy2(ROOT / name, project / name)
-    template = (ROOT / "template.yaml").read_text()
-    swapped, count = _BASE_LINE.subn(lambda m: m.group(1) + base_image, template)
-    assert count == 1, "template.yaml's Build mapping should name one BaseImage"
-    (project / "template.yaml").write_text(swapped)
+    for name in TEMPLATES:
+        template = (ROOT / name).read_text()
+        swapped, count = _BASE_LINE.subn(lambda m: m.group(1) + base_image, template)
+        assert count == 1, f"{name}'s Build mapping should name one BaseImage"
+        (project / name).write_text(swapped)
     return project
 
 

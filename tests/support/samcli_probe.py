@@ -5,8 +5,9 @@ environment of its own: .ci/run makes .sam-cli/), never imported by the tests: t
 through `tests.support.sam_build.samcli_probe`. One JSON request on stdin, one JSON answer
 on stdout. Requests:
 
-- ``{"op": "options", "dir": D, "command": "build"}``: the options `sam <command>` gets from
-  D/samconfig.toml, resolved by the CLI's ConfigProvider in that command's click context;
+- ``{"op": "options", "dir": D, "command": "build", "env": "prod"}``: the options
+  `sam <command> --config-env <env>` gets from D/samconfig.toml (env: default), resolved by
+  the CLI's ConfigProvider in that command's click context;
 - ``{"op": "guided", "dir": D, "answers": {...}}``: saves what `sam deploy --guided` saves
   (GuidedConfig) for every template parameter: the answer given, else the default guided
   offers (samconfig's value, else the template's);
@@ -31,24 +32,27 @@ COMMANDS = {
     "deploy": "deploy.command",
     "local_invoke": "local.invoke.cli",
     "local_start_api": "local.start_api.cli",
+    "local_start_lambda": "local.start_lambda.cli",
 }
 
 
-def options(directory: Path, command: str) -> dict[str, Any]:
+def options(directory: Path, command: str, env: str = "default") -> dict[str, Any]:
     import click
     from samcli.cli.cli_config_file import ConfigProvider
 
     cli = importlib.import_module(f"samcli.commands.{COMMANDS[command]}").cli
     with click.Context(cli, info_name=command):
         found: dict[str, Any] = ConfigProvider(section="parameters")(
-            directory / "samconfig.toml", "default", [command]
+            directory / "samconfig.toml", env, [command]
         )
     return found
 
 
 def overrides(found: dict[str, Any]) -> dict[str, str]:
-    pairs = (item.split("=", 1) for item in found.get("parameter_overrides", "").split())
-    return {key: value.strip('"') for key, value in pairs}
+    import shlex
+
+    pairs = (item.split("=", 1) for item in shlex.split(found.get("parameter_overrides", "")))
+    return {key: value for key, value in pairs}
 
 
 def parameters(template: Path) -> dict[str, Any]:
@@ -100,7 +104,7 @@ def main() -> None:
     directory = Path(request.get("dir", "."))
     answer: Any
     if op == "options":
-        answer = options(directory, request["command"])
+        answer = options(directory, request["command"], request.get("env", "default"))
     elif op == "guided":
         guided(directory, request["answers"])
         answer = None

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,14 +20,20 @@ from typing import Any
 import boto3
 import pytest
 
+#: While a relay trickles: one byte of an answer that never ends, every this many seconds.
+TRICKLE_INTERVAL_SECONDS = 0.5
+
 
 class Relay:
     """A loopback TCP listener: forwards to ``target`` while up; while down it accepts each
-    connection and never answers (what a hung Secrets Manager endpoint looks like)."""
+    connection and never answers (what a hung Secrets Manager endpoint looks like), or, if
+    ``down(trickle=True)``, answers one byte at a time and never finishes: each byte restarts
+    a client's read timeout, so only a deadline of the caller's own ends the call."""
 
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.up = True
+        self.trickle = False
         self.hung = 0  # connections accepted while down
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
@@ -38,10 +45,11 @@ class Relay:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def down(self) -> None:
+    def down(self, *, trickle: bool = False) -> None:
         """Hang from now on; connections already open are closed (botocore reconnects)."""
         with self._lock:
             self.up = False
+            self.trickle = trickle
             for sock in self._open:
                 with contextlib.suppress(OSError):
                     sock.close()
@@ -69,12 +77,24 @@ class Relay:
                 self._open.append(client)
                 if not self.up:
                     self.hung += 1
-                    continue  # held open, never read from nor answered
+                    if self.trickle:
+                        threading.Thread(target=self._trickle, args=(client,), daemon=True).start()
+                    continue  # held open, never answered in full
             upstream = socket.create_connection(self.target)
             with self._lock:
                 self._open.append(upstream)
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(target=_pump, args=(source, sink), daemon=True).start()
+
+    def _trickle(self, client: socket.socket) -> None:
+        answer = b"HTTP/1.1 200 OK\r\n" + b"Content-Type: application/x-amz-json-1.1\r\n" * 99
+        with contextlib.suppress(OSError):
+            client.recv(65536)
+            for byte in answer:
+                time.sleep(TRICKLE_INTERVAL_SECONDS)
+                if self.up:
+                    return
+                client.sendall(bytes([byte]))
 
 
 def _pump(source: socket.socket, sink: socket.socket) -> None:

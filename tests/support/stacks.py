@@ -7,16 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from devkit.deployment import (
-    NO_VALUE,
-    evaluate_conditions,
-    load_template,
-    parameter_defaults,
-)
-from devkit.sam import translate
+from devkit.deployment import load_template
+from devkit.sam import evaluate_conditions, parameter_defaults, translate
 
 #: The template's two frontends (its ``Frontend`` parameter).
 FRONTENDS = ("rest-api", "function-url")
+_NO_VALUE = object()
 
 
 @dataclass
@@ -47,7 +43,7 @@ class Stack:
         if isinstance(item, dict) and len(item) == 1:
             ((key, arg),) = item.items()
             if key == "Ref" and arg == "AWS::NoValue":
-                return NO_VALUE
+                return _NO_VALUE
             if key == "Ref" and arg in self.params:
                 return self.params[arg]
             if key == "Fn::If":
@@ -55,9 +51,9 @@ class Stack:
                 return self.value(then if self.conditions[name] else otherwise)
         if isinstance(item, dict):
             values = {k: self.value(v) for k, v in item.items()}
-            return {k: v for k, v in values.items() if v is not NO_VALUE}
+            return {k: v for k, v in values.items() if v is not _NO_VALUE}
         if isinstance(item, list):
-            return [v for v in map(self.value, item) if v is not NO_VALUE]
+            return [v for v in map(self.value, item) if v is not _NO_VALUE]
         return item
 
     @property

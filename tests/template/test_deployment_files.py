@@ -10,6 +10,7 @@ import ast
 import json
 import os
 import re
+import shlex
 import tomllib
 import uuid
 from typing import Any
@@ -24,18 +25,16 @@ from siglip_text.http.app import create_app
 
 from devkit.deployment import (
     DOCKERFILE,
+    MANAGED_INSTANCES_TEMPLATE,
     REQUIREMENTS_IN,
     REQUIREMENTS_TXT,
     TEMPLATE,
     dockerignore_patterns,
-    evaluate_conditions,
     excluded_from_context,
-    function_environment,
     function_resource,
     load_template,
-    parameter_defaults,
-    resolve,
 )
+from devkit.sam import evaluate_conditions, function_environment, parameter_defaults, resolve
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.paths import ROOT
 
@@ -51,14 +50,10 @@ POWERTOOLS_VARIABLES = {
 NOT_IN_IMAGE = {"torch", "transformers", "onnx", "uvicorn", "optimum", "sentencepiece"}
 #: onnxruntime releases before this crash at import on arm64 Lambda (onnxruntime#10038).
 ORT_ARM64_FIX = Version("1.26.0")
-#: The function that serves: Compute=managed-instances' or the per-request one.
-SERVING_FUNCTION = {
-    "Fn::If": [
-        "OnManagedInstances",
-        {"Ref": "SiglipTextManagedFunction"},
-        {"Ref": "SiglipTextFunction"},
-    ]
-}
+#: The function that serves (template-managed-instances.yaml's is another stack's).
+SERVING_FUNCTION = {"Ref": "SiglipTextFunction"}
+#: A topic for the alarms: without one the stack makes none.
+TOPIC = "arn:aws:sns:us-east-1:123456789012:siglip-text-alarms"
 
 
 @pytest.fixture(scope="module")
@@ -122,9 +117,9 @@ def test_function_is_an_image_with_architecture_memory_and_admission_from_parame
             {"Ref": "AWS::NoValue"},
         ]
     }
-    assert props["ProvisionedConcurrencyConfig"]["Fn::If"][0] == "HasProvisionedConcurrency"
+    assert "ProvisionedConcurrencyConfig" not in props
     assert props["AutoPublishAlias"] == "live"
-    assert int(template["Parameters"]["Timeout"]["Default"]) < 29  # API Gateway waits 29 s
+    assert props["Timeout"] == {"Fn::FindInMap": ["Settings", "Function", "Timeout"]}
 
 
 def test_sam_builds_the_dockerfile_from_the_root_with_arguments_it_declares(
@@ -134,8 +129,7 @@ def test_sam_builds_the_dockerfile_from_the_root_with_arguments_it_declares(
     context = ROOT / metadata["DockerContext"]
     assert context.resolve() == ROOT
     assert (context / metadata["Dockerfile"]).resolve() == DOCKERFILE
-    params = parameter_defaults(template)
-    build_args = resolve(metadata["DockerBuildArgs"], params, {})
+    build_args = resolve(template, metadata["DockerBuildArgs"])
     # (that the Dockerfile consumes each of them: the image test builds with them)
     declared = set(re.findall(r"^ARG ([A-Z_]+)=", DOCKERFILE.read_text(), re.MULTILINE))
     assert set(build_args) <= declared
@@ -153,7 +147,7 @@ def test_every_siglip_variable_of_the_function_is_a_setting_and_parses(
 ) -> None:
     # GIVEN the environment the function gets with default parameters (the image's ENV, and
     # that the image serves with it, is the image test's)
-    env = function_environment(template, AuthMode=auth_mode)
+    env = function_environment(AuthMode=auth_mode)
     names = {k for k in env if k.startswith(ENV_PREFIX)}
     # THEN each SIGLIP_ name is a field of Settings, and every POWERTOOLS_ name a known one
     fields = {f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields}
@@ -210,14 +204,9 @@ def test_api_routes_are_exactly_the_apps_routes_each_a_proxy_to_the_live_alias(
         for operation in item.values():
             integration = operation["x-amazon-apigateway-integration"]
             assert (integration["type"], integration["httpMethod"]) == ("aws_proxy", "POST")
-            # the function of the Compute parameter: Managed Instances' or per-request's
-            condition, managed, per_request = integration["uri"]["Fn::If"]
-            assert condition == "OnManagedInstances"
-            assert managed["Fn::Sub"].endswith(
-                "/functions/${SiglipTextManagedFunction.Alias}/invocations"
-            )
-            uri = per_request["Fn::Sub"]
-            assert uri.endswith("/functions/${SiglipTextFunction.Alias}/invocations")
+            # the `live` alias by ARN (tests/support/stacks.py resolves it)
+            uri = integration["uri"]["Fn::Sub"]
+            assert uri.endswith(":function:${SiglipTextFunction}:live/invocations")
     # no function Events: SAM would give their invoke permissions no condition
     assert "Events" not in function_resource(template)["Properties"]
 
@@ -247,8 +236,8 @@ def test_stage_throttling_is_a_429_and_a_failed_invoke_a_503_that_claims_no_capa
     assert responses["REQUEST_TOO_LARGE"]["StatusCode"] == "413"
     assert {"DEFAULT_4XX", "DEFAULT_5XX"} <= set(responses)
     stage = template["Resources"]["SiglipTextApi"]["Properties"]["MethodSettings"][0]
-    assert stage["ThrottlingRateLimit"] == {"Ref": "ThrottlingRateLimit"}
-    assert stage["ThrottlingBurstLimit"] == {"Ref": "ThrottlingBurstLimit"}
+    for limit in ("ThrottlingRateLimit", "ThrottlingBurstLimit"):
+        assert stage[limit] == {"Fn::FindInMap": ["Settings", "Api", limit]}
 
 
 def render(body_template: str) -> dict[str, Any]:
@@ -280,29 +269,30 @@ def test_every_gateway_response_body_is_an_openai_error_with_a_string_code(
 def test_api_key_mode_creates_a_generated_secret_and_lets_only_the_function_read_it(
     template: dict[str, Any], function: dict[str, Any]
 ) -> None:
-    assert set(template["Parameters"]["AuthMode"]["AllowedValues"]) == {"none", "api-key"}
+    assert set(template["Parameters"]["AuthMode"]["AllowedValues"]) == {"none", "iam", "api-key"}
     secret = template["Resources"]["ApiKeySecret"]
     assert secret["Type"] == "AWS::SecretsManager::Secret"
     assert secret["Condition"] == "UseApiKey"
     assert "SecretString" not in secret["Properties"]  # generated, never in the template
     assert secret["Properties"]["GenerateSecretString"]["PasswordLength"] >= 32
-    (policy,) = function["Properties"]["Policies"]
+    # the read; the describe after it: tests/template/test_template_key_secret_access.py
+    policy, _ = function["Properties"]["Policies"]
     condition, granted, otherwise = policy["Fn::If"]
     assert condition == "UseApiKey" and otherwise == {"Ref": "AWS::NoValue"}
     assert granted["AWSSecretsManagerGetSecretValuePolicy"]["SecretArn"] == {"Ref": "ApiKeySecret"}
-    env = function_environment(template, AuthMode="api-key")
+    env = function_environment(AuthMode="api-key")
     assert env["SIGLIP_API_KEY_SECRET_ARN"].startswith("arn:aws:secretsmanager:")
-    assert "SIGLIP_API_KEY_SECRET_ARN" not in function_environment(template, AuthMode="none")
+    assert "SIGLIP_API_KEY_SECRET_ARN" not in function_environment(AuthMode="none")
 
 
 def test_conditions_follow_the_parameters(template: dict[str, Any]) -> None:
     defaults = evaluate_conditions(template, parameter_defaults(template))
     assert defaults["UseApiKey"] is True  # a public URL is protected by default
-    assert defaults["HasProvisionedConcurrency"] is False
+    assert defaults["HasReservedConcurrency"] is False
     changed = evaluate_conditions(
-        template, parameter_defaults(template, AuthMode="none", ProvisionedConcurrency="2")
+        template, parameter_defaults(template, AuthMode="none", ReservedConcurrency="2")
     )
-    assert changed["UseApiKey"] is False and changed["HasProvisionedConcurrency"] is True
+    assert changed["UseApiKey"] is False and changed["HasReservedConcurrency"] is True
 
 
 # --- observability and outputs -------------------------------------------------------------
@@ -314,7 +304,7 @@ FRONTEND_METRICS = {
     "rest-api": {
         ("AWS/ApiGateway", "5XXError"),
         ("AWS/ApiGateway", "Latency"),
-        ("SiglipText", "GatewayInvokeFailures"),  # from the access log: failed invokes
+        ("SiglipText", "GatewayInvokeFailures"),  # from the access log (ApiAccessLogs=on)
     },
     "function-url": {("AWS/Lambda", "Url5xxCount"), ("AWS/Lambda", "UrlRequestLatency")},
 }
@@ -329,7 +319,11 @@ def metric_name(name: str | dict[str, str]) -> str:
 def test_alarms_watch_throttles_errors_5xx_and_p99_latency_of_the_chosen_frontend(
     template: dict[str, Any], frontend: str
 ) -> None:
-    conditions = evaluate_conditions(template, parameter_defaults(template, Frontend=frontend))
+    # GIVEN a topic to notify (no alarms without one), the access log, updates at once
+    params = {"Frontend": frontend, "AlarmTopicArn": TOPIC, "ApiAccessLogs": "on"}
+    if frontend == "function-url":
+        params["ReservedConcurrency"] = "10"
+    conditions = evaluate_conditions(template, parameter_defaults(template, **params))
     alarms = [
         r["Properties"]
         for r in template["Resources"].values()
@@ -340,10 +334,11 @@ def test_alarms_watch_throttles_errors_5xx_and_p99_latency_of_the_chosen_fronten
     assert watched == lambda_metrics | FRONTEND_METRICS[frontend]
     latency = [a for a in alarms if "Latency" in metric_name(a["MetricName"])]
     assert len(latency) == 1 and latency[0]["ExtendedStatistic"] == "p99"
-    assert latency[0]["Threshold"] == {"Ref": "LatencyP99AlarmMs"}
+    assert latency[0]["Threshold"] == {"Fn::FindInMap": ["Settings", "Alarms", "LatencyP99Ms"]}
     api_name = template["Resources"]["SiglipTextApi"]["Properties"]["Name"]
     for alarm in alarms:
         dimensions = {d["Name"]: d["Value"] for d in alarm.get("Dimensions", [])}
+        assert alarm["AlarmActions"] == [{"Ref": "AlarmTopicArn"}]
         if alarm["Namespace"] == "AWS/ApiGateway":
             assert dimensions["ApiName"] == api_name  # else the alarm watches nothing
         elif alarm["Namespace"] == "SiglipText":  # the access log's metric, per stack
@@ -362,16 +357,12 @@ def test_alarms_watch_throttles_errors_5xx_and_p99_latency_of_the_chosen_fronten
 def test_outputs_give_the_v1_base_url_of_either_frontend_and_the_function_name(
     template: dict[str, Any], frontend: str, base_url: str
 ) -> None:
-    params = parameter_defaults(template, Frontend=frontend)
     refs = {
         "SiglipTextApi": "abc123",
         "FunctionUrl.FunctionUrl": "https://xyz789.lambda-url.us-east-1.on.aws/",  # as GetAtt
-        "AWS::Region": "us-east-1",
-        "AWS::URLSuffix": "amazonaws.com",
     }
-    conditions = evaluate_conditions(template, params)
     outputs = {
-        name: resolve(template["Outputs"][name], params, conditions, refs)
+        name: resolve(template, template["Outputs"][name], {"Frontend": frontend}, refs)
         for name in ("ApiBaseUrl", "HealthUrl", "Frontend")
     }
     assert outputs["ApiBaseUrl"]["Value"] == base_url
@@ -380,13 +371,20 @@ def test_outputs_give_the_v1_base_url_of_either_frontend_and_the_function_name(
     assert template["Outputs"]["FunctionName"]["Value"] == SERVING_FUNCTION
 
 
-def test_samconfig_overrides_only_template_parameters(template: dict[str, Any]) -> None:
+def test_samconfig_overrides_only_parameters_of_each_environments_template() -> None:
     config = tomllib.loads((ROOT / "samconfig.toml").read_text())
-    for command in config["default"].values():
-        overrides = command.get("parameter_overrides")
-        if overrides:
-            pairs = dict(item.split("=", 1) for item in overrides.split())
-            parameter_defaults(template, **pairs)  # KeyError on an unknown parameter
+    assert set(config) >= {"default", "prod", "managed-instances"}
+    for env, commands in config.items():
+        if not isinstance(commands, dict):
+            continue
+        path = MANAGED_INSTANCES_TEMPLATE if env == "managed-instances" else TEMPLATE
+        built = commands.get("build", {}).get("parameters", {}).get("template_file")
+        assert built is None or ROOT / built == path, env
+        for command in commands.values():
+            overrides = command.get("parameters", {}).get("parameter_overrides")
+            if overrides:
+                pairs = dict(item.split("=", 1) for item in shlex.split(overrides))
+                parameter_defaults(load_template(path), **pairs)  # KeyError: not a parameter
 
 
 # --- the build context and the dependency lock ---------------------------------------------

@@ -19,6 +19,7 @@ import pytest
 
 pytest.importorskip("samtranslator", reason="aws-sam-translator is in the test extra")
 
+from devkit.deployment import samconfig_parameters  # noqa: E402
 from devkit.sam import (  # noqa: E402
     create_only_properties,
     image_uri,
@@ -32,10 +33,10 @@ from devkit.sam import (  # noqa: E402
 #: Function properties that are not part of a published version: Lambda applies them to the
 #: function as a whole, every version at once (reserved concurrency, tags).
 UNVERSIONED = {"ReservedConcurrentExecutions", "Tags"}
-#: Compute=managed-instances parameters whose empty default means "not given".
 #: Valid values other than the default where the generic choice would not be valid.
 OTHER_VALUES = {
-    "CapacityProviderArn": "arn:aws:lambda:us-east-1:123456789012:capacity-provider:shared"
+    "IndexFingerprint": "sha256:" + "0123456789abcdef" * 4,
+    "WafRateLimitPerIp": "2000",
 }
 #: The Description of a Lambda version: at most 256 characters (CloudFormation's schema).
 VERSION_DESCRIPTION_MAX = 256
@@ -99,13 +100,9 @@ def deployed(**parameters: str) -> dict[str, Any]:
 
 
 def _per_request(cfn: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
-    """The resources of a type that a Compute=lambda deploy has: not the Managed Instances
-    function's (tests/template/test_template_managed_instances.py reads those)."""
-    return {
-        logical_id: resource
-        for logical_id, resource in resources_of_type(cfn, resource_type).items()
-        if resource.get("Condition") != "OnManagedInstances"
-    }
+    """The resources of a type that the template makes (Managed Instances have a template of
+    their own: tests/template/test_template_managed_instances.py)."""
+    return resources_of_type(cfn, resource_type)
 
 
 def _function(cfn: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -234,12 +231,13 @@ def test_the_api_serves_the_functions_routes_through_the_live_alias() -> None:
     expected = {(path, method) for path, methods in source["paths"].items() for method in methods}
     paths = _openapi(cfn)["paths"]
     assert {(path, method) for path, methods in paths.items() for method in methods} == expected
-    ((alias_id, alias),) = _per_request(cfn, "AWS::Lambda::Alias").items()
+    ((_, alias),) = _per_request(cfn, "AWS::Lambda::Alias").items()
     assert alias["Properties"]["Name"] == "live"
     for methods in paths.values():
         for operation in methods.values():
             uri = resolve(cfn, operation["x-amazon-apigateway-integration"]["uri"])
-            assert f"<Ref {alias_id}>" in uri, uri  # the alias, never $LATEST
+            # the alias by its ARN (the function's name, the alias's), never $LATEST
+            assert uri.endswith(":function:<Ref SiglipTextFunction>:live/invocations"), uri
 
 
 def test_gateway_errors_are_remapped_stage_throttling_429_and_failed_invokes_503() -> None:
@@ -270,10 +268,15 @@ def test_reserved_concurrency_is_off_by_default_and_set_when_asked() -> None:
 @pytest.mark.slow
 def test_translated_template_passes_cfn_lint() -> None:
     pytest.importorskip("cfnlint.api", reason="cfn-lint is in the test extra")
-    other = {"AuthMode": "none", "ProvisionedConcurrency": "1", "ReservedConcurrency": "2"}
+    other = {"AuthMode": "none", "ReservedConcurrency": "2", "SnapStart": "PublishedVersions"}
     url = {"Frontend": "function-url", "ReservedConcurrency": "2"}
-    signed = {"Frontend": "function-url", "FunctionUrlAuthType": "AWS_IAM", "AuthMode": "none"}
-    for parameters in ({}, other, url, signed):
+    signed = {"Frontend": "function-url", "AuthMode": "iam"}
+    production = {
+        **samconfig_parameters("prod"),
+        "AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:alarms",
+        "IndexFingerprint": "sha256:" + "0" * 64,
+    }
+    for parameters in ({}, other, url, signed, production):
         cfn = deployed(**parameters)
         rest = lint_findings(cfn)
         assert rest == [], "\n".join(str(m) for m in rest)

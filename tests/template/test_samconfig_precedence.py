@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -42,18 +43,20 @@ SAMCONFIG = ROOT / "samconfig.toml"
 GUIDED_ANSWERS = {"Architecture": "arm64", "ModelDir": "layers/model-large", "MemorySize": "5307"}
 
 
-def command_options(config_dir: Path, command: str) -> dict[str, Any]:
-    """The options a `sam <command>` gets from samconfig.toml, as the CLI resolves them."""
+def command_options(config_dir: Path, command: str, env: str = "default") -> dict[str, Any]:
+    """The options a `sam <command> --config-env <env>` gets from samconfig.toml, as the
+    CLI resolves them."""
     found: dict[str, Any] = samcli_probe(
-        {"op": "options", "dir": str(config_dir), "command": command}
+        {"op": "options", "dir": str(config_dir), "command": command, "env": env}
     )
     return found
 
 
 def parameter_overrides(options: dict[str, Any]) -> dict[str, str]:
+    """The line as the SAM CLI splits it (a shell's rules: `Key=""` is an empty value)."""
     text = options.get("parameter_overrides", "")
-    pairs = (item.split("=", 1) for item in text.split())
-    return {key: value.strip('"') for key, value in pairs}
+    pairs = (item.split("=", 1) for item in shlex.split(text))
+    return dict(pairs)
 
 
 def guided_run(config_dir: Path) -> None:
@@ -153,9 +156,43 @@ def test_samconfig_gives_the_build_no_parameters_and_the_deploy_only_template_on
     # `sam build` needs none: what it reads is the template
     assert "parameter_overrides" not in command_options(ROOT, "build")
     # `sam deploy` and `sam local` name only parameters of the template
-    for command in ("deploy", "local_invoke", "local_start_api"):
+    for command in ("deploy", "local_invoke", "local_start_api", "local_start_lambda"):
         named = set(parameter_overrides(command_options(ROOT, command)))
         assert named and named <= parameters, (command, named - parameters)
     # and the global section holds no parameter_overrides that a command's could shadow
     document: dict[str, Any] = samcli_probe({"op": "document", "dir": str(ROOT)})
     assert "parameter_overrides" not in document["global"]
+
+
+def test_the_three_local_commands_run_without_a_key_on_ports_of_their_own() -> None:
+    # (locally there is no Secrets Manager secret: sam local serves without a key)
+    ports = set()
+    for command in ("local_invoke", "local_start_api", "local_start_lambda"):
+        options = command_options(ROOT, command)
+        assert parameter_overrides(options)["AuthMode"] == "none", command
+        if command != "local_invoke":
+            ports.add(int(options["port"]))
+            assert options["warm_containers"] == "LAZY"  # the model loads once per server
+    assert len(ports) == 2
+
+
+def test_the_prod_environment_is_a_stack_of_its_own_that_needs_an_alarm_topic() -> None:
+    deploy = command_options(ROOT, "deploy", "prod")
+    line = parameter_overrides(deploy)
+    # what `sam deploy --config-env prod` passes, as the SAM CLI reads it
+    assert deploy["stack_name"] != command_options(ROOT, "deploy")["stack_name"]
+    assert line["TrafficShifting"] != "None" and line["WafRateLimitPerIp"] != "0"
+    assert int(line["ReservedConcurrency"]) > 0 and line["ApiAccessLogs"] == "on"
+    assert line["AlarmTopicArn"] == ""  # yours to give: a rule refuses the deploy without
+    assert set(line) <= template_parameters(TEMPLATE)
+
+
+def test_the_managed_instances_environment_builds_and_deploys_its_own_template() -> None:
+    build = command_options(ROOT, "build", "managed-instances")
+    assert build["template_file"] == "template-managed-instances.yaml"
+    # `sam deploy` after `sam build` deploys the built template: no template_file for it
+    deploy = command_options(ROOT, "deploy", "managed-instances")
+    assert "template_file" not in deploy
+    assert set(parameter_overrides(deploy)) <= template_parameters(
+        ROOT / "template-managed-instances.yaml"
+    )

@@ -13,8 +13,15 @@ from typing import Any
 
 import pytest
 
-from devkit.deployment import evaluate_conditions, load_template, parameter_defaults
-from devkit.sam import ACCOUNT_ID, REGION, create_only_properties, resolve
+from devkit.deployment import load_template
+from devkit.sam import (
+    ACCOUNT_ID,
+    REGION,
+    create_only_properties,
+    evaluate_conditions,
+    parameter_defaults,
+    resolve,
+)
 from tests.support.stacks import FRONTENDS, Stack, deploy
 
 PSEUDO = {
@@ -87,11 +94,11 @@ def test_a_frontend_deploys_its_own_entry_point_and_not_the_other(frontend: str)
     gateway = {t for t in types if t.startswith("AWS::ApiGateway::")}
     urls = stack.of_type("AWS::Lambda::Url")
     if frontend == "rest-api":
+        # (no AWS::ApiGateway::Account: the stack never changes the account's settings)
         assert gateway == {
             "AWS::ApiGateway::RestApi",
             "AWS::ApiGateway::Deployment",
             "AWS::ApiGateway::Stage",
-            "AWS::ApiGateway::Account",  # the access log's role (ApiGatewayLogsRole=create)
         }
         assert urls == {}
     else:
@@ -136,19 +143,19 @@ def test_bearer_key_auth_and_reserved_concurrency_are_wired_for_either_frontend(
         assert secrets == {} and "SIGLIP_API_KEY_SECRET_ARN" not in env
 
 
-def test_provisioned_concurrency_is_on_the_alias_both_frontends_invoke() -> None:
-    stack = deploy(Frontend="function-url", ProvisionedConcurrency="2")
-    _, alias = stack.alias
-    config = stack.value(alias["Properties"]["ProvisionedConcurrencyConfig"])
-    assert config == {"ProvisionedConcurrentExecutions": "2"}
+def test_no_provisioned_concurrency_is_configured_on_the_alias() -> None:
+    # (SnapStart is the cold-start remedy offered; see template.yaml's comment)
+    for frontend in FRONTENDS:
+        _, alias = deploy(Frontend=frontend, ReservedConcurrency="2").alias
+        assert "ProvisionedConcurrencyConfig" not in alias["Properties"]
 
 
 # --- Frontend=function-url ---------------------------------------------------------------------
 
 
 def test_function_url_is_on_the_live_alias_public_with_both_invoke_permissions() -> None:
-    # GIVEN Frontend=function-url with the default FunctionUrlAuthType (NONE)
-    stack = deploy(Frontend="function-url")
+    # GIVEN Frontend=function-url with the default AuthMode (api-key: a public URL)
+    stack = deploy(Frontend="function-url", ReservedConcurrency="5")
     alias_id, alias = stack.alias
     _, url = stack.one("AWS::Lambda::Url")
     props = stack.value(url["Properties"])
@@ -173,14 +180,18 @@ def test_function_url_is_on_the_live_alias_public_with_both_invoke_permissions()
 
 
 @pytest.mark.slow
-def test_function_url_with_aws_iam_grants_nobody_and_requires_auth_mode_none() -> None:
-    stack = deploy(Frontend="function-url", FunctionUrlAuthType="AWS_IAM", AuthMode="none")
+def test_function_url_with_iam_auth_grants_nobody_and_the_function_checks_no_key() -> None:
+    stack = deploy(Frontend="function-url", AuthMode="iam")
     _, url = stack.one("AWS::Lambda::Url")
     assert stack.value(url["Properties"]["AuthType"]) == "AWS_IAM"
     assert stack.of_type("AWS::Lambda::Permission") == {}  # callers' own IAM policies grant
-    # The template's rule refuses AWS_IAM with a Bearer key (SigV4 takes the Authorization
-    # header): CloudFormation evaluates it before creating anything.
-    rule = stack.cfn["Rules"]["SignedFunctionUrlLeavesAuthorizationToIam"]
+    # SigV4 takes the Authorization header: the function itself checks no Bearer key
+    env = stack.value(stack.resources["SiglipTextFunction"]["Properties"]["Environment"])
+    assert env["Variables"]["SIGLIP_AUTH_MODE"] == "none"
+    assert stack.of_type("AWS::SecretsManager::Secret") == {}
+    # The template's rule refuses iam with the REST API: CloudFormation evaluates it before
+    # creating anything.
+    rule = stack.cfn["Rules"]["IamAuthIsAFunctionUrlSetting"]
     (assertion,) = rule["Assertions"]
 
     def refused(**overrides: str) -> bool:
@@ -189,23 +200,15 @@ def test_function_url_with_aws_iam_grants_nobody_and_requires_auth_mode_none() -
         verdict = evaluate_conditions(checks, params)
         return verdict["applies"] and not verdict["holds"]
 
-    assert refused(Frontend="function-url", FunctionUrlAuthType="AWS_IAM")  # AuthMode=api-key
-    assert not refused(Frontend="function-url", FunctionUrlAuthType="AWS_IAM", AuthMode="none")
+    assert refused(AuthMode="iam")  # Frontend=rest-api
+    assert not refused(Frontend="function-url", AuthMode="iam")
     assert not refused(Frontend="function-url")
-    assert not refused(FunctionUrlAuthType="AWS_IAM")  # ignored with rest-api
 
 
-def test_function_url_cors_lists_the_given_origins_and_the_headers_clients_send() -> None:
-    origins = "https://app.example.com,https://admin.example.com"
-    stack = deploy(Frontend="function-url", FunctionUrlCorsOrigins=origins)
+def test_function_url_has_no_cors_keys_stay_out_of_browsers() -> None:
+    stack = deploy(Frontend="function-url", ReservedConcurrency="5")
     _, url = stack.one("AWS::Lambda::Url")
-    # the CommaDelimitedList parameter itself: CloudFormation passes it as the list of items
-    cors_if = url["Properties"]["Cors"]["Fn::If"]
-    assert cors_if[1]["AllowOrigins"] == {"Ref": "FunctionUrlCorsOrigins"}
-    cors = stack.value(url["Properties"])["Cors"]  # the condition holds for these origins
-    assert cors["AllowOrigins"] == origins
-    assert set(cors["AllowMethods"]) == {"GET", "POST"}
-    assert {"authorization", "content-type"} <= set(cors["AllowHeaders"])
+    assert "Cors" not in url["Properties"]
 
 
 # --- Frontend=rest-api -------------------------------------------------------------------------
@@ -213,20 +216,44 @@ def test_function_url_cors_lists_the_given_origins_and_the_headers_clients_send(
 
 def test_rest_api_routes_proxy_to_the_live_alias_and_may_invoke_only_it() -> None:
     stack = deploy(Frontend="rest-api")
-    alias_id, _ = stack.alias
+    alias_id, alias = stack.alias
     api_id, api = stack.one("AWS::ApiGateway::RestApi")
     body = api["Properties"]["Body"]
+    # GIVEN what CloudFormation makes of each route's integration URI
     for path, item in body["paths"].items():
         for operation in item.values():
-            uri = stack.value(operation["x-amazon-apigateway-integration"]["uri"])["Fn::Sub"]
-            assert uri.endswith(f"/functions/${{{alias_id}}}/invocations"), path
+            uri = resolve(stack.cfn, operation["x-amazon-apigateway-integration"]["uri"])
+            # THEN it names the function's `live` alias by ARN: the function's name (its
+            # Ref) and the alias's name, which SAM CLI's start-api resolves too
+            assert uri == (
+                "arn:aws:apigateway:us-east-1:lambda:path/2015-03-31/functions/"
+                "arn:aws:lambda:us-east-1:123456789012:function:<Ref SiglipTextFunction>"
+                f":{alias['Properties']['Name']}/invocations"
+            ), path
+            assert "Alias" not in operation["x-amazon-apigateway-integration"]["uri"]["Fn::Sub"]
+    assert alias["Properties"]["Name"] == "live"
     # the gateway's own errors in OpenAI's shape: SAM moved them into the definition
     responses = body["x-amazon-apigateway-gateway-responses"]
     assert responses["INTEGRATION_FAILURE"]["statusCode"] == "503"
-    ((_, permission),) = stack.of_type("AWS::Lambda::Permission").items()
-    assert stack.value(permission["Properties"]["FunctionName"]) == {"Ref": alias_id}
-    source = permission["Properties"]["SourceArn"]["Fn::Sub"]
-    assert source.endswith(":${" + api_id + "}/*/*/*")
+    # AND API Gateway may invoke the alias for the stage's three routes, nothing else
+    permissions = stack.of_type("AWS::Lambda::Permission").values()
+    sources = set()
+    for permission in permissions:
+        assert stack.value(permission["Properties"]["FunctionName"]) == {"Ref": alias_id}
+        sources.add(resolve(stack.cfn, permission["Properties"]["SourceArn"]))
+    prefix = f"arn:aws:execute-api:us-east-1:123456789012:<Ref {api_id}>/prod/"
+    routes = {
+        f"{prefix}{method.upper()}{path}" for path, item in body["paths"].items() for method in item
+    }
+    assert (
+        sources
+        == routes
+        == {
+            prefix + "POST/v1/embeddings",
+            prefix + "GET/v1/models",
+            prefix + "GET/health",
+        }
+    )
 
 
 # --- switching frontend ------------------------------------------------------------------------
@@ -234,8 +261,8 @@ def test_rest_api_routes_proxy_to_the_live_alias_and_may_invoke_only_it() -> Non
 
 @pytest.mark.slow
 def test_switching_frontend_leaves_the_function_and_live_on_the_same_version() -> None:
-    # A new version is published exactly when what a version snapshots changes (the rule
-    # tests/template/test_sam_translation.py checks). The frontend reaches nothing of the function:
+    # A new version is published exactly when what a version snapshots changes (issue 11's
+    # rule, tests/template/test_sam_translation.py). The frontend reaches nothing of the function:
     # the same version serves both, so switching (or rolling the switch back) moves no alias
     # and keeps every published version valid behind either frontend.
     published = {}

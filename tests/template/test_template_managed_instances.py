@@ -1,7 +1,8 @@
-"""Compute=managed-instances in template.yaml, through AWS's own SAM translator
-(aws-sam-translator's AWS::Serverless::CapacityProvider and the function's
-CapacityProviderConfig), then as CloudFormation creates it for the given parameters: the
-resources whose condition holds, their values resolved; and the template's Rules."""
+"""template-managed-instances.yaml (the function image on Lambda Managed Instances, a stack of
+its own), through AWS's own SAM translator (aws-sam-translator's
+AWS::Serverless::CapacityProvider and the function's CapacityProviderConfig), then as
+CloudFormation creates it for the given parameters: the resources whose condition holds,
+their values resolved; and the template's Rules."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import pytest
 
 pytest.importorskip("samtranslator", reason="aws-sam-translator is in the test extra")
 
-from devkit.deployment import evaluate_conditions, parameter_defaults  # noqa: E402
+from devkit.deployment import MANAGED_INSTANCES_TEMPLATE, load_template  # noqa: E402
 from devkit.sam import (  # noqa: E402
     create_only_properties,
+    evaluate_conditions,
     lint_findings,
+    parameter_defaults,
     parameter_values,
     resolve,
     source_template,
@@ -25,33 +28,21 @@ from tests.support.rules import refusals  # noqa: E402
 
 SUBNETS = "subnet-0a1b2c3d,subnet-4e5f6a7b"
 GROUPS = "sg-0123abcd"
-NEW = {
-    "Compute": "managed-instances",
-    "CapacityProviderSubnetIds": SUBNETS,
-    "CapacityProviderSecurityGroupIds": GROUPS,
-}
+TEMPLATE = MANAGED_INSTANCES_TEMPLATE
+NEW = {"CapacityProviderSubnetIds": SUBNETS, "CapacityProviderSecurityGroupIds": GROUPS}
 SHARED = "arn:aws:lambda:us-east-1:123456789012:capacity-provider:shared-int8"
-EXISTING = {"Compute": "managed-instances", "CapacityProviderArn": SHARED}
+EXISTING = {"CapacityProviderArn": SHARED}
 #: Parameters that reach the Managed Instances function: a change must publish a version.
 MANAGED_PARAMETERS = {
-    "ManagedInstancesMemorySize": "16384",
+    "MemorySize": "16384",
     "MemoryGiBPerVCpu": "2",
     "PerExecutionEnvironmentMaxConcurrency": "4",
     "CapacityProviderArn": "arn:aws:lambda:us-east-1:123456789012:capacity-provider:other",
     "AuthMode": "none",
-    "Timeout": "60",
-    "CacheSize": "1000",
-    "ApiKeyCacheSeconds": "60",
-    "MaxInputsPerRequest": "32",
-    "LogLevel": "DEBUG",
-    "Tracing": "Active",
-    "TokenIdInputs": "accept",
-    "ApiKeyMaxStalenessSeconds": "1800",
-    "ApiBasePath": "embeddings",
 }
 VERSION_DESCRIPTION_MAX = 256
 #: The architecture the Build mapping gives the image and every function.
-BUILD_ARCHITECTURE = source_template()["Mappings"]["Build"]["Image"]["Architecture"]
+BUILD_ARCHITECTURE = source_template(TEMPLATE)["Mappings"]["Build"]["Image"]["Architecture"]
 
 
 @dataclass
@@ -81,7 +72,7 @@ class Deployed:
 
 
 def deploy(**params: str) -> Deployed:
-    return Deployed(translate(params), params)
+    return Deployed(translate(params, path=TEMPLATE), params)
 
 
 def _lmi_config(stack: Deployed) -> dict[str, Any]:
@@ -160,7 +151,7 @@ def test_lambda_chooses_the_instances_and_scaling_when_they_are_not_given() -> N
 
 
 def test_the_function_may_cap_its_own_environments_on_a_shared_provider() -> None:
-    capped = deploy(**EXISTING, ManagedInstancesMaxEnvironments="12")
+    capped = deploy(**EXISTING, MaxExecutionEnvironments="12")
 
     assert capped.properties("SiglipTextManagedFunction")["FunctionScalingConfig"] == {
         "MaxExecutionEnvironments": "12"
@@ -180,83 +171,84 @@ def test_an_existing_capacity_provider_is_used_by_arn_and_none_is_created() -> N
 
     assert _lmi_config(stack)["CapacityProviderArn"] == SHARED
     assert not stack.of_type("AWS::Lambda::CapacityProvider")
-    # no operator role: the account's API Gateway logging role and SAM's CodeDeploy role
-    # are the stack's whatever the compute
-    assert not stack.of_type("AWS::IAM::Role").keys() - {
-        "SiglipTextManagedFunctionRole",
-        "ApiGatewayCloudWatchRole",
-        "CodeDeployServiceRole",
-    }
+    # no operator role: the function's own is the only one
+    assert set(stack.of_type("AWS::IAM::Role")) == {"SiglipTextManagedFunctionRole"}
 
 
-@pytest.mark.parametrize("frontend", ["rest-api", "function-url"])
-def test_the_frontends_alarms_and_outputs_follow_the_managed_function(frontend: str) -> None:
-    stack = deploy(**EXISTING, Frontend=frontend)
+def test_the_rest_api_invokes_the_managed_functions_live_alias_for_its_routes_only() -> None:
+    stack = deploy(**EXISTING)
     alias = "SiglipTextManagedFunctionAliaslive"
-
     assert set(stack.of_type("AWS::Lambda::Alias")) == {alias}
+    (api_id,) = stack.of_type("AWS::ApiGateway::RestApi")
+    for item in stack.properties(api_id)["Body"]["paths"].values():
+        for operation in item.values():
+            uri = operation["x-amazon-apigateway-integration"]["uri"]
+            assert uri.endswith(":function:<Ref SiglipTextManagedFunction>:live/invocations")
+    sources = {stack.properties(p)["SourceArn"] for p in stack.of_type("AWS::Lambda::Permission")}
+    assert {source.rsplit("/prod/", 1)[1] for source in sources} == {
+        "POST/v1/embeddings",
+        "GET/v1/models",
+        "GET/health",
+    }
     for permission in stack.of_type("AWS::Lambda::Permission"):
         assert stack.properties(permission)["FunctionName"] == f"<Ref {alias}>"
-    if frontend == "function-url":
-        assert stack.properties("FunctionUrl")["TargetFunctionArn"] == f"<Ref {alias}>"
-    else:
-        (api_id,) = stack.of_type("AWS::ApiGateway::RestApi")
-        for item in stack.properties(api_id)["Body"]["paths"].values():
-            for operation in item.values():
-                uri = operation["x-amazon-apigateway-integration"]["uri"]
-                assert uri.endswith(f"/functions/<Ref {alias}>/invocations")
-    for alarm_id in stack.of_type("AWS::CloudWatch::Alarm"):
-        if stack.properties(alarm_id)["Namespace"] == "AWS/Lambda":
-            (dimension,) = stack.properties(alarm_id)["Dimensions"]
-            assert dimension["Value"] == "<Ref SiglipTextManagedFunction>"
     outputs = resolve(stack.cfn, stack.cfn["Outputs"], stack.params)
     assert outputs["FunctionAliasArn"]["Value"] == f"<Ref {alias}>"
 
 
-def test_compute_lambda_creates_nothing_of_managed_instances() -> None:
-    stack = deploy()
+def test_its_rest_api_is_template_yamls_on_another_function() -> None:
+    # GIVEN the API of each template, the function's name aside
+    main = load_template()["Resources"]["SiglipTextApi"]["Properties"]
+    managed = load_template(TEMPLATE)["Resources"]["SiglipTextApi"]["Properties"]
+    # THEN the same routes, stage settings and gateway responses (OpenAI-shaped errors)
+    for key in ("StageName", "OpenApiVersion", "EndpointConfiguration", "MethodSettings"):
+        assert managed[key] == main[key], key
+    assert managed["GatewayResponses"] == main["GatewayResponses"]
+    renamed = str(managed["DefinitionBody"]).replace(
+        "SiglipTextManagedFunction", "SiglipTextFunction"
+    )
+    assert renamed == str(main["DefinitionBody"])
+    # (and no access log: it needs the account's logging role; template.yaml's prod has it)
+    assert "AccessLogSetting" not in managed
 
-    assert set(stack.of_type("AWS::Lambda::Function")) == {
-        "SiglipTextFunction",
-        "DeployHookFunction",
-    }
-    assert not stack.of_type("AWS::Lambda::CapacityProvider")
-    assert "ManagedInstancesOperatorRole" not in stack.created
+
+def test_replaced_versions_are_deleted_so_no_old_version_keeps_instances_running() -> None:
+    stack = deploy(**EXISTING)
+    ((_, version),) = stack.of_type("AWS::Lambda::Version").items()
+    assert "UpdateReplacePolicy" not in version
+    assert version.get("DeletionPolicy") != "Retain"
+    function = source_template(TEMPLATE)["Resources"]["SiglipTextManagedFunction"]
+    assert "UpdateReplacePolicy" not in function
+
+
+def test_template_yaml_holds_nothing_of_managed_instances() -> None:
+    # (sam build of template.yaml builds no Managed Instances function: one image)
+    resources = load_template()["Resources"].values()
+    assert not [r for r in resources if "CapacityProvider" in r["Type"]]
+    assert not [r for r in resources if "CapacityProviderConfig" in r.get("Properties", {})]
 
 
 # --- the Rules -----------------------------------------------------------------------------
 
 
 def _refused(**params: str) -> dict[str, list[str]]:
-    template = source_template()
+    template = source_template(TEMPLATE)
     return refusals(template, parameter_defaults(template, **params))
 
 
 @pytest.mark.parametrize(
-    ("params", "rule"),
+    "params",
     [
-        ({**NEW, "ProvisionedConcurrency": "2"}, "ManagedInstancesHaveNoProvisionedConcurrency"),
-        (
-            {**EXISTING, "ProvisionedConcurrency": "1"},
-            "ManagedInstancesHaveNoProvisionedConcurrency",
-        ),
-        ({**NEW, "ReservedConcurrency": "10"}, "ManagedInstancesHaveNoReservedConcurrency"),
-        ({"Compute": "managed-instances"}, "NewCapacityProviderNeedsItsNetwork"),
-        (
-            {"Compute": "managed-instances", "CapacityProviderSubnetIds": SUBNETS},
-            "NewCapacityProviderNeedsItsNetwork",
-        ),
-        (
-            {"Compute": "managed-instances", "CapacityProviderSecurityGroupIds": GROUPS},
-            "NewCapacityProviderNeedsItsNetwork",
-        ),
+        {},
+        {"CapacityProviderSubnetIds": SUBNETS},
+        {"CapacityProviderSecurityGroupIds": GROUPS},
     ],
 )
-def test_what_managed_instances_do_not_take_is_refused(params: dict[str, str], rule: str) -> None:
+def test_a_new_capacity_provider_without_its_network_is_refused(params: dict[str, str]) -> None:
     refused = _refused(**params)
 
-    assert list(refused) == [rule], refused
-    assert all(description for description in refused[rule])
+    assert list(refused) == ["NewCapacityProviderNeedsItsNetwork"], refused
+    assert all(description for description in refused["NewCapacityProviderNeedsItsNetwork"])
 
 
 @pytest.mark.parametrize(
@@ -265,9 +257,6 @@ def test_what_managed_instances_do_not_take_is_refused(params: dict[str, str], r
         NEW,
         EXISTING,
         {**NEW, "CapacityProviderOperatorRoleArn": "arn:aws:iam::123456789012:role/ops"},
-        # per-request Lambda keeps its concurrency settings, and ignores the provider's
-        {"ProvisionedConcurrency": "2", "ReservedConcurrency": "4"},
-        {"CapacityProviderSubnetIds": SUBNETS},
     ],
 )
 def test_compatible_settings_pass_the_rules(params: dict[str, str]) -> None:
@@ -275,11 +264,12 @@ def test_compatible_settings_pass_the_rules(params: dict[str, str]) -> None:
 
 
 def test_sam_itself_refuses_provisioned_concurrency_with_a_capacity_provider() -> None:
-    # why the rule exists: without it the transform fails, after the upload, with SAM's error
-    template = source_template()
+    # why the template offers neither: the transform would fail, after the upload
+    template = source_template(TEMPLATE)
     function = template["Resources"]["SiglipTextManagedFunction"]["Properties"]
     assert "ProvisionedConcurrencyConfig" not in function
     assert "ReservedConcurrentExecutions" not in function
+    assert "SnapStart" not in function
 
 
 # --- versions -------------------------------------------------------------------------------
@@ -306,19 +296,10 @@ def test_the_managed_version_description_fits_with_the_longest_values() -> None:
         **EXISTING,
         "CapacityProviderArn": "arn:aws-us-gov:lambda:us-gov-west-1:123456789012:capacity-provider:"
         + "p" * 60,
-        "ManagedInstancesMemorySize": "32768",
+        "MemorySize": "32768",
         "MemoryGiBPerVCpu": "8",
         "PerExecutionEnvironmentMaxConcurrency": "1600",
-        "Timeout": "900",
-        "ApiKeyCacheSeconds": "3600",
-        "MaxInputsPerRequest": "2048",
-        "CacheSize": "1000000",
-        "LogLevel": "WARNING",
-        "Tracing": "Disabled",
-        "TokenIdInputs": "reject",
         "AuthMode": "api-key",
-        "ApiKeyMaxStalenessSeconds": "86400",
-        "ApiBasePath": "b" * 32,
     }
 
     _, properties = _version(deploy(**longest))
@@ -329,7 +310,7 @@ def test_the_managed_version_description_fits_with_the_longest_values() -> None:
 @pytest.mark.slow
 def test_translated_managed_instances_templates_pass_cfn_lint() -> None:
     pytest.importorskip("cfnlint.api", reason="cfn-lint is in the test extra")
-    for params in (NEW, EXISTING, {**NEW, "Frontend": "function-url"}):
-        cfn = translate(params)
-        rest = lint_findings(cfn)
+    for params in (NEW, EXISTING, {**NEW, "AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:t"}):
+        cfn = translate(params, path=TEMPLATE)
+        rest = lint_findings(cfn, TEMPLATE)
         assert rest == [], "\n".join(str(m) for m in rest)

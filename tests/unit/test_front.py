@@ -1,9 +1,9 @@
-"""The serve ingress at the ASGI level: the end of the grace period, in event-loop order.
+"""The front layer at the ASGI level: the end of the grace period, in event-loop order.
 
 A real server (`tests/functional/test_serve_shutdown.py`) shows the behaviour end to end but
-cannot choose when a computation ends; here the app below the ingress finishes at the exact
+cannot choose when a computation ends; here the app behind the front finishes at the exact
 moment the grace period ends, which a server meets only by chance (CI met it once: uvicorn
-answered a plain-text 500 because the ingress returned before its 503 was written).
+answered a plain-text 500 because the front returned before its 503 was written).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from siglip_text.http.admission import Admission
-from siglip_text.http.front import Ingress
+from siglip_text.http.front import Front
 
 from tests.support.openai_shapes import assert_openai_error
 
@@ -36,7 +36,7 @@ SCOPE = {
 
 def test_a_request_cut_as_its_app_finishes_returns_only_once_the_503_is_written() -> None:
     async def scenario() -> list[dict[str, Any]]:
-        ingress: Ingress
+        ingress: Front
 
         async def app_finishing_as_the_grace_period_ends(scope: Any, receive: Any, send: Any):
             await receive()
@@ -45,11 +45,13 @@ def test_a_request_cut_as_its_app_finishes_returns_only_once_the_503_is_written(
             await send({"type": "http.response.start", "status": 200, "headers": []})
             await send({"type": "http.response.body", "body": b"{}"})
 
-        ingress = Ingress(
-            app_finishing_as_the_grace_period_ends,
+        ingress = Front(
             admission=Admission(in_flight=1, pending=0),
             max_body_bytes=1 << 20,
+            routes=[("POST", "/v1/embeddings")],
+            body_routes=frozenset({("POST", "/v1/embeddings")}),
         )
+        ingress.around(app_finishing_as_the_grace_period_ends)
         sent: list[dict[str, Any]] = []
         delivered = [{"type": "http.request", "body": BODY, "more_body": False}]
 
@@ -76,7 +78,7 @@ def test_a_request_cut_as_its_app_finishes_returns_only_once_the_503_is_written(
 
     # GIVEN a request in the app when the grace period ends, the app finishing at that moment
     at_return = asyncio.run(scenario())
-    # THEN by the time the ingress returns its 503 is whole: nothing of the app's 200 got out
+    # THEN by the time the front returns its 503 is whole: nothing of the app's 200 got out
     assert [m["type"] for m in at_return] == ["http.response.start", "http.response.body"]
     start, body = at_return
     assert start["status"] == 503

@@ -1,7 +1,6 @@
 """An API Gateway REST API (v1) proxy event, as the gateway sends the function a request.
 
-The function calls itself through Mangum with one in two places: the SnapStart warm-up
-(snapstart.py) and the pre-traffic hook's requests to a new version (deploy_hook.py).
+The SnapStart warm-up (snapstart.py) sends one through Mangum to warm the request path.
 """
 
 from __future__ import annotations

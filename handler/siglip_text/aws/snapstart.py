@@ -8,20 +8,26 @@ base image's runtime client (awslambdaric) runs the callables registered with
 ones in each restored environment before its first request (Lambda Developer Guide,
 "Implement code before or after Lambda function snapshots"; docs/snapstart.md).
 
-A snapshot carries the process as it was, so:
+A snapshot carries the process as it was, freed memory included (CPython does not clear it),
+so the process never holds an API key before the snapshot:
 
-- **before the snapshot** a real request runs through the whole app (Mangum, FastAPI,
-  the key check, the model, the response), so that the first restored request finds every
-  code path and lazy import already done; then every secret is dropped: the keys, their
-  digests, Powertools' cached secret and the connections to Secrets Manager. A snapshot
-  never holds a key.
-- **after a restore** the keys are read again (failing closed, as the init does); the CPU's
-  arithmetic is checked again on the restoring host (the int8 kernel's known answer, and
-  the probe against the manifest's reference and against the vector the snapshot host
-  computed); the thread count is detected again; the restore is logged and counted (a
-  restore is a cold start for Powertools' ColdStart metric). Any failure raises, so the
-  runtime reports the restore as failed, and the function refuses every request until a
-  restore passes (`refusal`), in case a runtime would serve anyway.
+- **the init** checks the key secret without reading its value (``DescribeSecret``:
+  lambda_function passes ``read_now=False`` to `build_authenticator` under snap-start);
+- **before the snapshot** a real request runs through the whole app (Mangum, FastAPI, the
+  key check, the model, the response), so that the first restored request finds every code
+  path and lazy import already done. Under api-key it presents a random key made for it
+  (`ApiKeyAuthenticator.warm_up_key`), valid only while it runs. Then everything of the key
+  check is dropped: that key's digest, Powertools' cache and the connections to Secrets
+  Manager.
+- **after a restore** the keys are read, failing closed, within `KEY_READ_DEADLINE_SECONDS`
+  whatever Secrets Manager does, so that the hooks end well inside the 10 s Lambda gives
+  the runtime and the after-restore hooks (Lambda Developer Guide, "Lambda SnapStart runtime
+  hooks for Python"); the CPU's arithmetic is checked again on the restoring host (the int8
+  kernel's known answer, and the probe against the manifest's reference and against the
+  vector the snapshot host computed); the thread count is detected again; the restore is
+  logged and counted (a restore is a cold start for Powertools' ColdStart metric). Any
+  failure raises, so the runtime reports the restore as failed, and the function refuses
+  every request until a restore passes (`refusal`), in case a runtime would serve anyway.
 """
 
 from __future__ import annotations
@@ -43,7 +49,6 @@ from ..engine.errors import ModelLoadError
 from ..engine.loading import session_config
 from ..engine.self_check import MARGIN, check_int8_kernel, check_reference, cosine_to_reference
 from ..engine.service import PROBE_TEXT, EmbeddingService
-from ..http.auth import parse_keys
 from ..http.errors import error_answer
 from .events import rest_proxy_event
 
@@ -57,6 +62,11 @@ SNAP_START = "snap-start"
 
 #: Why requests are refused between the snapshot and a restore whose checks passed.
 NOT_RESTORED = "the environment was restored without its after-restore checks"
+
+#: The most the after-restore read of the API keys may take before the restore fails closed:
+#: Lambda allows the runtime and the after-restore hooks 10 s together, and the arithmetic
+#: checks (two probes; a session rebuilt when the thread count changed) follow the read.
+KEY_READ_DEADLINE_SECONDS = 3.0
 
 
 def snap_start_init(environ: Mapping[str, str] = os.environ) -> bool:
@@ -98,35 +108,32 @@ class SnapStart:
     # --- before the snapshot -------------------------------------------------------------
 
     def before_snapshot(self) -> None:
-        """Warm the request path, record the probe, then drop every secret."""
+        """Warm the request path, record the probe, then drop what the key check held."""
         began = time.perf_counter()
-        self.warm_up()
+        if self.authenticator is None:
+            self.warm_up(None)
+        else:
+            with self.authenticator.warm_up_key() as key:  # every key dropped after it
+                self.warm_up(key)
         self.snapshot_vector = probe_vector(self.service)
-        if self.authenticator is not None:
-            self.authenticator.forget()
         # The warm-up's metrics are not a request's: the first restored request publishes
         # only its own.
         self.metrics.clear_metrics()
         self.refusal = NOT_RESTORED
-        # The warm-up's request, with its Authorization header, is garbage now; collect its
-        # cycles so that nothing holding a key is left for the snapshot.
+        # Collect the warm-up request's cycles before the snapshot.
         gc.collect()
         self.logger.info(
-            "snapshot: request path warmed, secrets dropped",
+            "snapshot: request path warmed, no key held",
             extra={"before_snapshot_s": round(time.perf_counter() - began, 4)},
         )
 
-    def warm_up(self) -> None:
-        """One real embeddings request through Mangum and the whole app (the key check
-        included, with a key of the secret when auth is on); raises unless it is a 200."""
+    def warm_up(self, key: str | None) -> None:
+        """One real embeddings request through Mangum and the whole app, the key check
+        included when `key` is given (the authenticator's warm-up key, never a real one);
+        raises unless it is a 200."""
         headers = {"content-type": "application/json", "host": "snapstart.warm-up"}
-        if self.authenticator is not None:
-            raw = self.authenticator.provider.get(
-                self.authenticator.secret_id, max_age=self.authenticator.cache_seconds
-            )
-            if not isinstance(raw, str | bytes):
-                raise ModelLoadError("SnapStart warm-up: the API key secret is not a string")
-            headers["authorization"] = "Bearer " + parse_keys(raw)[0]
+        if key is not None:
+            headers["authorization"] = "Bearer " + key
         body = json.dumps({"model": self.service.model_id, "input": [PROBE_TEXT]})
         result = self.asgi_handler(warm_up_event(headers, body), warm_up_context())
         status = result.get("statusCode")
@@ -144,7 +151,11 @@ class SnapStart:
         began = time.perf_counter()
         self.refusal = "the after-restore checks did not pass"
         try:
-            keys = self.authenticator.reload() if self.authenticator is not None else None
+            keys = (
+                self.authenticator.reload(timeout=KEY_READ_DEADLINE_SECONDS)
+                if self.authenticator is not None
+                else None
+            )
             threads = self.redetect_threads()
             cosine = self.check_arithmetic()
         except Exception:

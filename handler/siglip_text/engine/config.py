@@ -19,6 +19,8 @@ ENV_PREFIX = "SIGLIP_"
 
 #: Lambda gives one full vCPU per 1,769 MB of memory.
 LAMBDA_MB_PER_VCPU = 1769
+#: The most inputs ``SIGLIP_MAX_INPUTS_PER_REQUEST`` may allow (the request schema's own bound).
+MAX_INPUTS_CEILING = 100_000
 
 #: The vector cache's default bound in bytes (SIGLIP_CACHE_MAX_BYTES).
 CACHE_MAX_BYTES = 64 * 1024 * 1024
@@ -45,16 +47,19 @@ class Settings(BaseSettings):
     ort_allow_spinning: bool = False
     ort_graph_optimization: Literal["auto", "disable", "basic", "extended", "all"] = "auto"
 
-    max_inputs_per_request: int = Field(default=2048, ge=1, le=100_000)
+    max_inputs_per_request: int = Field(default=2048, ge=1, le=MAX_INPUTS_CEILING)
     max_request_bytes: int = Field(default=6 * 1024 * 1024, ge=1024)
     max_concurrent_requests: int = Field(default=1, ge=1, le=1024)
     max_pending_requests: int = Field(default=32, ge=0, le=100_000)
     shutdown_grace_seconds: float = Field(default=15.0, ge=0, le=3600)
     # `serve` only: a body must keep arriving (idle) and be complete (total) within these,
-    # else 408; past max_connections open connections uvicorn answers 503.
+    # else 408; a connection's request headers must be complete within header_timeout of
+    # its opening (or of its previous answer), else it is closed; at max_connections open
+    # connections the idlest one without a request makes room, else the newcomer gets 503.
     body_idle_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
     body_total_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
-    max_connections: int = Field(default=128, ge=1, le=100_000)
+    header_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    max_connections: int = Field(default=1024, ge=1, le=100_000)
 
     # Requests that fit (limits.py). The largest answer a frontend can return: unset, it is
     # Lambda's 6 MB synchronous response on Lambda and no limit under `serve` (nothing there

@@ -98,6 +98,22 @@ class InsufficientTimeError(SiglipError):
     code = "insufficient_time"
 
 
+class RouteNotFoundError(SiglipError):
+    """Raised when no route has the request's path (the message names the routes)."""
+
+    code = "not_found"
+
+
+class MethodNotAllowedError(SiglipError):
+    """Raised when the request's path is a route, but not for its method."""
+
+    code = "method_not_allowed"
+
+    def __init__(self, message: str, *, allow: str) -> None:
+        super().__init__(message)
+        self.allow = allow
+
+
 class ModelNotFoundError(SiglipError):
     """Raised when a request names a model other than the one served."""
 

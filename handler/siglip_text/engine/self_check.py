@@ -16,6 +16,8 @@ dot product of the probe's own vector.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .bundle import Manifest
@@ -51,6 +53,20 @@ def cosine_to_reference(vector: np.ndarray, reference: np.ndarray) -> float:
     export records (``measured_cosine``) and init holds to ``min_cosine``."""
     norm = float(np.linalg.norm(reference))
     return float(np.dot(vector.astype(np.float64), reference) / norm) if norm else 0.0
+
+
+def expected_probe(manifest: Manifest, text: str) -> dict[str, Any]:
+    """What a check from outside holds this bundle's vector of ``text`` to, as init does: the
+    reference export recorded for that text and its bound (both None when none is recorded).
+    The pre-traffic hook reads it from ``GET /health?probe=true``."""
+    recorded = manifest.self_check
+    if recorded is None or recorded.text != text:
+        return {"text": text, "reference": None, "min_cosine": None}
+    return {
+        "text": text,
+        "reference": [float(x) for x in recorded.reference],
+        "min_cosine": recorded.min_cosine,
+    }
 
 
 def check_reference(manifest: Manifest, text: str, vector: np.ndarray) -> float | None:

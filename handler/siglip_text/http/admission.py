@@ -3,10 +3,11 @@
 Past that a request is refused at once (OverloadedError -> 429 with Retry-After) instead of
 joining an unbounded queue. A request holds two things: its *admission* (one of
 ``in_flight + pending``, taken or refused without waiting) for its whole life, and a
-*running* slot (one of ``in_flight``, waited for) while it does its work. `serve` takes the
-admission before it reads the body and the running slot before the app parses it (see
-`ingress.py`); the app itself uses ``slot()``, both at once. On Lambda each environment
-serves one request at a time and the function's reserved concurrency is the real bound.
+*running* slot (one of ``in_flight``, waited for) while it does its work. The front door
+(`front.py`) takes the admission before it reads the body and the running slot before the
+app parses it, on Lambda and under `serve` alike; ``slot()`` takes both at once. On Lambda
+each environment serves one request at a time (the admission never refuses there) and the
+function's reserved concurrency is the real bound.
 """
 
 from __future__ import annotations

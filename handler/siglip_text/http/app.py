@@ -1,22 +1,34 @@
-"""The HTTP surface: ``create_app(service)`` builds the FastAPI app.
+"""The HTTP surface: the routes, their error handlers, and ``create_app(service)``.
 
-This is the only module that imports FastAPI. Every error body has OpenAI's shape and is
-written by `http_errors`, whose `ERRORS` is the one place where an error kind becomes an HTTP
-status and an OpenAI error type.
-The request path: read the body (bounded), parse and validate it in one pass, check it
-against the served model (`validate_request` returns tagged inputs), take an admission slot,
-embed. Everything under ``/v1`` takes the API key (a router dependency); ``/health`` is open
-and says only that the service is up and which model it serves.
+This is the only module that imports FastAPI. The routes are module-level functions in one
+table, `ROUTES`; what they serve (the service, the settings, the observer) is set once per app
+in ``app.state.served``. Every error body has OpenAI's shape and is written by `errors`, whose
+`ERRORS` is the one place where an error kind becomes an HTTP status and an OpenAI type; the
+handlers below are the only ones, so FastAPI's own 422 never reaches a client.
+
+In front of the routes stands `front.Front`, for Lambda and `serve` alike: it checks the key
+(everything under ``/v1``, and any request with a body, whatever its route), refuses a body
+on a route that takes none before reading it, admits a request before its body is read,
+reads that body once, bounded, and turns any unexpected exception into an OpenAI-shaped 500.
+So a route gets each request authenticated, bounded and admitted, exactly once.
+
+The embeddings endpoint: parse (the body's size in values is bounded before orjson parses
+it, and the request schema's bounds stop validation early), validate against the served
+model, check that the answer fits the frontend, embed; all in the running slot the front
+admitted the request to.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+import orjson
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import ValidationError
@@ -24,7 +36,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
-from ..engine.config import Settings
+from ..engine.config import MAX_INPUTS_CEILING, Settings
 from ..engine.errors import (
     FOREIGN_TOKEN_IDS_HINT,
     InferenceError,
@@ -33,18 +45,29 @@ from ..engine.errors import (
     SiglipError,
     TokenIdInputsRejectedError,
     TooManyInputsError,
-    scrubbed,
 )
 from ..engine.limits import Deadline, check_response_fits
-from ..engine.service import Embeddings, EmbeddingService, Inputs, TextInputs, TokenIdInputs
+from ..engine.self_check import expected_probe
+from ..engine.service import (
+    PROBE_TEXT,
+    Embeddings,
+    EmbeddingService,
+    Inputs,
+    TextInputs,
+    TokenIdInputs,
+)
 from .admission import Admission
-from .errors import body_too_large, declares_more_than, error_answer, error_json
+from .errors import error_answer, method_not_allowed, route_not_found, short, unexpected
+from .front import Front
 from .schemas import (
+    MAX_TOKEN_IDS_PER_INPUT,
+    MAX_TOKEN_IDS_PER_REQUEST,
     EncodingFormat,
     ErrorResponse,
     OpenAICompatEmbeddingRequest,
     OpenAICompatEmbeddingResponse,
     embeddings_response,
+    json_items_at_most,
 )
 
 logger = logging.getLogger("siglip_text.http.app")
@@ -53,6 +76,10 @@ INPUT_SHAPE_MESSAGE = (
     "'input' must be a string, an array of strings, an array of token ids "
     "(integers), or an array of arrays of token ids"
 )
+#: Values a request may hold beyond its inputs and token ids: its fields, its containers.
+ITEMS_SLACK = 64
+
+_T = TypeVar("_T")
 
 
 class RequestObserver(Protocol):
@@ -69,6 +96,199 @@ class RequestObserver(Protocol):
 Authenticator = Callable[[str | None], None]
 
 
+class Runner(Protocol):
+    """Runs a request's work: in a worker thread (`serve`) or on the loop (Lambda)."""
+
+    def __call__(self, work: Callable[[], _T], /) -> Awaitable[_T]: ...
+
+
+async def _on_the_loop(work: Callable[[], _T]) -> _T:
+    return work()
+
+
+@dataclass(frozen=True)
+class Served:
+    """What the routes of one app serve, and how (``app.state.served``)."""
+
+    service: EmbeddingService
+    settings: Settings
+    observer: RequestObserver | None = None
+    #: The largest answer the frontend returns (None: no limit).
+    response_limit: int | None = None
+    run: Runner = field(default=run_in_threadpool)
+
+
+def served(request: Request) -> Served:
+    found: Served = request.app.state.served
+    return found
+
+
+# --- the routes ------------------------------------------------------------------------------
+
+
+async def health(request: Request, probe: bool = False) -> dict[str, Any]:
+    """Open to anyone (probes): the model's identity only. Versions, threads and init timings
+    are in the init log; cache counters in the metrics (CacheHits). ``?probe=true`` adds what
+    the pre-traffic hook (a function without this package) holds this version's /v1 answer
+    to: the init's probe text, and the reference export recorded for it with its bound."""
+    service = served(request).service
+    body: dict[str, Any] = {
+        "status": "ok",
+        "model": service.model_id,
+        "revision": service.revision,
+        "embedding_dimension": service.dimension,
+    }
+    if probe:
+        body["probe"] = expected_probe(service.manifest, PROBE_TEXT)
+    return body
+
+
+async def list_models(request: Request) -> dict[str, Any]:
+    service = served(request).service
+    return {
+        "object": "list",
+        "data": [
+            {"id": service.model_id, "object": "model", "created": 0, "owned_by": "siglip-text"}
+        ],
+    }
+
+
+async def create_embeddings(request: Request) -> Response:
+    """Parse, validate, fit and embed, in the running slot the front admitted this request to,
+    on the body the front read (bounded)."""
+    started = time.perf_counter()
+    context = served(request)
+    body = await request.body()
+    deadline = invocation_deadline(request.scope, context.settings)
+    content, inputs, result = await context.run(partial(embed_body, context, body, deadline))
+    if context.observer is not None:
+        context.observer.embeddings_served(
+            inputs=inputs,
+            tokens=result.prompt_tokens,
+            latency_ms=(time.perf_counter() - started) * 1000.0,
+            cache_hits=result.cache_hits,
+        )
+    return Response(content, media_type="application/json")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One route: its method, path and endpoint; ``takes_body``: the front reads a body for
+    it (every other route has its body refused unread); ``options`` go to FastAPI."""
+
+    method: str
+    path: str
+    endpoint: Callable[..., Awaitable[Any]]
+    takes_body: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: Every route of the API, in the order the 404 message lists them.
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "POST",
+        "/v1/embeddings",
+        create_embeddings,
+        takes_body=True,
+        options={
+            "summary": "Create embeddings (OpenAI-compatible)",
+            "response_model": OpenAICompatEmbeddingResponse,
+            "responses": {
+                code: {"model": ErrorResponse} for code in (400, 401, 404, 405, 413, 429, 500)
+            },
+            "openapi_extra": {
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": OpenAICompatEmbeddingRequest.model_json_schema()
+                        }
+                    },
+                }
+            },
+        },
+    ),
+    Route(
+        "GET",
+        "/v1/models",
+        list_models,
+        options={"summary": "The one served model (OpenAI list-models shape)"},
+    ),
+    Route(
+        "GET", "/health", health, options={"summary": "Liveness and the served model's identity"}
+    ),
+)
+OPENAPI_PATH = "/openapi.json"
+
+
+def route_table() -> tuple[tuple[str, str], ...]:
+    """(method, path) of every route, the OpenAPI schema's included."""
+    return (*((r.method, r.path) for r in ROUTES), ("GET", OPENAPI_PATH))
+
+
+# --- the error handlers: the only ones -------------------------------------------------------
+
+
+def error_response(request: Request, exc: SiglipError) -> Response:
+    """The OpenAI-shaped answer to an error; a 5xx's cause is logged for the operator (never
+    query text: the engine's messages name checks, not inputs)."""
+    answer = error_answer(exc)
+    if answer.status >= 500:
+        logger.error(
+            "answered %d (%s): %s",
+            answer.status,
+            exc.code,
+            exc.message,
+            extra={"status": answer.status, "code": exc.code, "cause": exc.message},
+        )
+    observer = served(request).observer
+    if observer is not None:
+        observer.request_failed(status=answer.status, code=exc.code)
+    return Response(
+        answer.body,
+        status_code=answer.status,
+        headers=answer.headers,
+        media_type="application/json",
+    )
+
+
+async def _on_siglip_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, SiglipError)
+    return error_response(request, exc)
+
+
+async def _on_http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's routing errors (404, 405) in OpenAI's shape, naming the fix."""
+    assert isinstance(exc, StarletteHTTPException)
+    method, path = request.method, str(request.scope.get("path", ""))
+    error: SiglipError
+    if exc.status_code == 404:
+        error = route_not_found(method, path, route_table())
+    elif exc.status_code == 405:
+        allowed = (exc.headers or {}).get("Allow", "")
+        error = method_not_allowed(method, path, [m.strip() for m in allowed.split(",")])
+    else:
+        error = InvalidInputError(short(str(exc.detail), 200))
+    return error_response(request, error)
+
+
+async def _on_validation_error(request: Request, exc: Exception) -> Response:
+    # The endpoints read their own bodies; FastAPI's 422 `detail` never reaches a client.
+    return error_response(request, InvalidInputError("the request is not valid"))
+
+
+EXCEPTION_HANDLERS: dict[
+    int | type[Exception], Callable[[Request, Any], Coroutine[Any, Any, Response]]
+] = {
+    SiglipError: _on_siglip_error,
+    StarletteHTTPException: _on_http_error,
+    RequestValidationError: _on_validation_error,
+}
+
+
+# --- the app ---------------------------------------------------------------------------------
+
+
 def create_app(
     service: EmbeddingService,
     settings: Settings | None = None,
@@ -77,22 +297,20 @@ def create_app(
     authenticator: Authenticator | None = None,
     offload_inference: bool = True,
     frontend_response_limit: int | None = None,
+    json_only: bool = False,
+    allowed_hosts: frozenset[str] | None = None,
 ) -> FastAPI:
-    """Build the app around a loaded service. Settings bound the work of each request.
+    """The app around a loaded service, its `front.Front` in front of the routes.
 
+    ``offload_inference`` runs each request's work (parsing, tokenization, the model,
+    serialization) in a worker thread, so that the event loop keeps answering (and refusing
+    with 429) meanwhile (`serve`); Lambda serves one request per environment at a time and
+    turns it off: there the thread hop is a cost with nothing to gain (docs/performance.md).
     ``frontend_response_limit`` is the response size the platform in front allows (Lambda's
     6 MB), used when ``SIGLIP_MAX_RESPONSE_BYTES`` is unset; None: no limit (`serve`).
-
-    ``offload_inference`` runs tokenization, the model and serialization in a worker thread,
-    so that the event loop keeps answering (and refusing with 429) while a request computes.
-    Lambda serves one request per environment at a time and turns it off: there the thread
-    hop is a cost with nothing to gain (docs/performance.md).
+    ``json_only`` and ``allowed_hosts`` are the front's checks for `serve` (see front.py).
     """
     settings = settings or Settings()
-    response_limit = settings.max_response_bytes or frontend_response_limit
-    admission = Admission(
-        in_flight=settings.max_concurrent_requests, pending=settings.max_pending_requests
-    )
     app = FastAPI(
         title="siglip-text",
         version=__version__,
@@ -104,162 +322,38 @@ def create_app(
         # offline; the schema itself stays at /openapi.json.
         docs_url=None,
         redoc_url=None,
+        openapi_url=OPENAPI_PATH,
+        exception_handlers=EXCEPTION_HANDLERS,
     )
+    for route in ROUTES:
+        app.add_api_route(route.path, route.endpoint, methods=[route.method], **route.options)
+    app.state.served = Served(
+        service,
+        settings,
+        observer=observer,
+        response_limit=settings.max_response_bytes or frontend_response_limit,
+        run=run_in_threadpool if offload_inference else _on_the_loop,
+    )
+    front = Front(
+        admission=Admission(
+            in_flight=settings.max_concurrent_requests, pending=settings.max_pending_requests
+        ),
+        max_body_bytes=settings.max_request_bytes,
+        routes=route_table(),
+        body_routes=frozenset((r.method, r.path) for r in ROUTES if r.takes_body),
+        authenticate=authenticator,
+        observer=observer,
+        body_idle_seconds=settings.body_idle_timeout_seconds,
+        body_total_seconds=settings.body_total_timeout_seconds,
+        json_only=json_only,
+        allowed_hosts=allowed_hosts,
+    )
+    app.add_middleware(front.around)
+    app.state.front = front
     app.state.service = service
-    app.state.admission = admission
+    app.state.admission = front.admission
     # The key checker, if any: snapshot hooks reach it here (its forget() and reload()).
     app.state.authenticator = authenticator
-
-    def error_response(exc: SiglipError) -> Response:
-        answer = error_answer(exc)
-        if answer.status >= 500:
-            # The client gets a generic message: the cause is for the operator, here (never
-            # query text: the engine's messages name checks, not inputs).
-            logger.error(
-                "answered %d (%s): %s",
-                answer.status,
-                exc.code,
-                exc.message,
-                extra={"status": answer.status, "code": exc.code, "cause": exc.message},
-            )
-        if observer is not None:
-            observer.request_failed(status=answer.status, code=exc.code)
-        return Response(
-            answer.body,
-            status_code=answer.status,
-            headers=answer.headers,
-            media_type="application/json",
-        )
-
-    @app.exception_handler(SiglipError)
-    async def _siglip_error(request: Request, exc: SiglipError) -> Response:
-        return error_response(exc)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        if exc.status_code == 404:
-            message = (
-                f"Invalid URL ({_short(request.method, 20)} {_short(request.url.path, 100)}); "
-                f"the routes are {_routes(app)}"
-            )
-            code: str | None = "not_found"
-        elif exc.status_code == 405:
-            message = f"Method {_short(request.method, 20)} is not allowed for {request.url.path}"
-            code = "method_not_allowed"
-        else:
-            message, code = str(exc.detail), None
-        if observer is not None:
-            observer.request_failed(status=exc.status_code, code=code)
-        return Response(
-            error_json(message, type="invalid_request_error", param=None, code=code),
-            status_code=exc.status_code,
-            headers=getattr(exc, "headers", None),
-            media_type="application/json",
-        )
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
-        return error_response(InvalidInputError("the request is not valid"))
-
-    @app.get("/health", summary="Liveness and the served model's identity")
-    async def health() -> dict[str, Any]:
-        # Open to anyone (probes): the model's identity only. Versions, threads and init
-        # timings are in the init log; cache counters in the metrics (CacheHits).
-        return {
-            "status": "ok",
-            "model": service.model_id,
-            "revision": service.revision,
-            "embedding_dimension": service.dimension,
-        }
-
-    async def require_key(request: Request) -> None:
-        # async: FastAPI runs a plain `def` dependency in a worker thread, and on Lambda each
-        # invocation's new event loop would start that thread on every request.
-        if authenticator is None:
-            return
-        authorization = request.headers.get("authorization")
-        if offload_inference:  # serve: a key refresh calls Secrets Manager, off the loop
-            await run_in_threadpool(authenticator, authorization)
-        else:
-            authenticator(authorization)
-
-    # Everything under /v1 is the OpenAI API and takes the key; /health stays open (probes).
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_key)])
-
-    @v1.get("/models", summary="The one served model (OpenAI list-models shape)")
-    async def list_models() -> dict[str, Any]:
-        return {
-            "object": "list",
-            "data": [
-                {"id": service.model_id, "object": "model", "created": 0, "owned_by": "siglip-text"}
-            ],
-        }
-
-    @v1.post(
-        "/embeddings",
-        summary="Create embeddings (OpenAI-compatible)",
-        response_model=OpenAICompatEmbeddingResponse,
-        responses={code: {"model": ErrorResponse} for code in (400, 401, 404, 405, 413, 429, 500)},
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/json": {"schema": OpenAICompatEmbeddingRequest.model_json_schema()}
-                },
-            }
-        },
-    )
-    async def create_embeddings(request: Request) -> Response:
-        started = time.perf_counter()
-        body = await _read_body(request, settings.max_request_bytes)
-        if offload_inference:  # serve: a pathological 6 MiB body takes a second to parse
-            parsed, inputs = await run_in_threadpool(_parse_and_validate, body, service, settings)
-        else:
-            parsed, inputs = _parse_and_validate(body, service, settings)
-        encoding: EncodingFormat = parsed.encoding_format or "float"
-        check_response_fits(
-            len(inputs.items),
-            limit=response_limit,
-            dimension=service.dimension,
-            encoding=encoding,
-            model=service.model_id,
-            max_tokens=service.max_tokens,
-        )
-        deadline = invocation_deadline(request.scope, settings)
-        if settings.log_inputs:
-            # In the message itself: `serve`'s plain log format drops `extra` fields.
-            logger.info("inputs: %s", [_short(repr(i), 200) for i in inputs.items[:16]])
-
-        def work() -> tuple[bytes, Embeddings]:
-            try:
-                result = service.embed(inputs, deadline)
-                content = embeddings_response(
-                    result.vectors,
-                    model=service.model_id,
-                    prompt_tokens=result.prompt_tokens,
-                    encoding_format=encoding,
-                )
-            except SiglipError:
-                raise
-            except Exception as exc:  # a bug or a runtime fault: never echoed to the client
-                raise InferenceError(
-                    f"unexpected error while embedding: {type(exc).__name__} at "
-                    f"{_where(exc)}: {scrubbed(str(exc))}"
-                ) from exc
-            return content, result
-
-        async with admission.slot():
-            content, result = await run_in_threadpool(work) if offload_inference else work()
-        if observer is not None:
-            observer.embeddings_served(
-                inputs=len(inputs.items),
-                tokens=result.prompt_tokens,
-                latency_ms=(time.perf_counter() - started) * 1000.0,
-                cache_hits=result.cache_hits,
-            )
-        return Response(content, media_type="application/json")
-
-    app.include_router(v1)
     return app
 
 
@@ -271,52 +365,124 @@ def invocation_deadline(scope: Mapping[str, Any], settings: Settings) -> Deadlin
     return Deadline(remaining, reserve_s=settings.time_reserve_ms / 1000.0)
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, refused with 413 as soon as it is known to exceed ``limit`` bytes."""
-    if declares_more_than(request.headers.get("content-length"), limit):
-        raise body_too_large(limit)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise body_too_large(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
+# --- the embeddings endpoint's steps ---------------------------------------------------------
 
 
-def _parse_and_validate(
-    body: bytes, service: EmbeddingService, settings: Settings
-) -> tuple[OpenAICompatEmbeddingRequest, Inputs]:
-    parsed = parse_request(body)
-    return parsed, validate_request(parsed, service, settings)
-
-
-def parse_request(body: bytes) -> OpenAICompatEmbeddingRequest:
-    """JSON -> the request model in one pass; every failure is a 400 that does not echo the
-    input (a JSON syntax error says where: line and column)."""
-    if not body.strip():
-        raise InvalidInputError("the request body is empty; send a JSON object")
+def embed_body(
+    context: Served, body: bytes, deadline: Deadline | None
+) -> tuple[bytes, int, Embeddings]:
+    """One request's work: the answer's bytes, the number of inputs, what embedding cost."""
+    service, settings = context.service, context.settings
+    parsed = parse_request(body, max_inputs=settings.max_inputs_per_request)
+    inputs = validate_request(parsed, service, settings)
+    encoding: EncodingFormat = parsed.encoding_format or "float"
+    check_response_fits(
+        len(inputs.items),
+        limit=context.response_limit,
+        dimension=service.dimension,
+        encoding=encoding,
+        model=service.model_id,
+        max_tokens=service.max_tokens,
+    )
+    if settings.log_inputs:
+        # In the message itself: `serve`'s plain log format drops `extra` fields.
+        logger.info("inputs: %s", [short(repr(i), 200) for i in inputs.items[:16]])
     try:
-        return OpenAICompatEmbeddingRequest.model_validate_json(body)
+        result = service.embed(inputs, deadline)
+        content = embeddings_response(
+            result.vectors,
+            model=service.model_id,
+            prompt_tokens=result.prompt_tokens,
+            encoding_format=encoding,
+        )
+    except SiglipError:
+        raise
+    except Exception as exc:  # a bug or a runtime fault: never echoed to the client
+        raise InferenceError(f"unexpected error while embedding: {unexpected(exc)}") from exc
+    return content, len(inputs.items), result
+
+
+def items_limit(max_inputs: int) -> int:
+    """The most values (`schemas.json_items`) a request with ``max_inputs`` inputs may hold:
+    its texts or token ids, one array per input, and a few fields."""
+    return MAX_TOKEN_IDS_PER_REQUEST + 2 * max_inputs + ITEMS_SLACK
+
+
+def parse_request(body: bytes, *, max_inputs: int | None = None) -> OpenAICompatEmbeddingRequest:
+    """JSON -> the request model; every failure is a 4xx that does not echo the input (a JSON
+    syntax error says where: line and column).
+
+    Memory is bounded before parsing: a body holding more values than a request with
+    ``max_inputs`` inputs can (`items_limit`) is a 413 from a count of its bytes. orjson
+    then makes the Python objects (a compact parse, not pydantic's JSON tree of every value)
+    and the request schema's bounds stop validation at the first array too long.
+    """
+    if not body or body.isspace():
+        raise InvalidInputError("the request body is empty; send a JSON object")
+    if max_inputs is not None and not json_items_at_most(body, items_limit(max_inputs)):
+        raise TooManyInputsError(
+            f"the request holds more than {items_limit(max_inputs):,} values; at most "
+            f"{max_inputs} inputs and {MAX_TOKEN_IDS_PER_REQUEST:,} token ids in all are "
+            "accepted per request: split it",
+            param="input",
+        )
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        if "depth limit" in exc.msg:
+            raise InvalidInputError("the request body is nested too deeply") from None
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise InvalidInputError(
+            f"the request body is not valid JSON (UTF-8): {exc.msg} at {where}"
+        ) from None
+    try:
+        return OpenAICompatEmbeddingRequest.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False, include_context=False)
     first = errors[0]
-    if first["type"] == "json_invalid":
-        detail = str(first["msg"]).removeprefix("Invalid JSON: ")
-        if "recursion limit" in detail:
-            raise InvalidInputError("the request body is nested too deeply") from None
-        raise InvalidInputError(f"the request body is not valid JSON (UTF-8): {detail}") from None
     if first["type"] == "model_type":
         raise InvalidInputError("the request body must be a JSON object") from None
     fields = [str(e["loc"][0]) for e in errors if e["loc"]]
     if "input" in fields or not fields:
-        missing = any(e["type"] == "missing" for e in errors if e["loc"] == ("input",))
-        message = "'input' is required" if missing else INPUT_SHAPE_MESSAGE
-        raise InvalidInputError(message, param="input") from None
+        raise _input_error(data, errors, max_inputs) from None
     first = next(e for e in errors if e["loc"])
-    field = str(first["loc"][0])
-    raise InvalidInputError(f"invalid '{field}': {first['msg']}", param=field) from None
+    field_name = str(first["loc"][0])
+    raise InvalidInputError(f"invalid '{field_name}': {first['msg']}", param=field_name) from None
+
+
+def _input_error(data: Any, errors: Sequence[Any], max_inputs: int | None) -> SiglipError:
+    """The one error for an ``input`` that fits none of its forms."""
+    if any(e["type"] == "missing" and e["loc"] == ("input",) for e in errors):
+        return InvalidInputError("'input' is required", param="input")
+    raw = data.get("input") if isinstance(data, dict) else None
+    too_long = [e for e in errors if e["type"] == "too_long"]
+    if too_long and isinstance(raw, list):
+        if raw and isinstance(raw[0], int) and not isinstance(raw[0], bool):
+            return InvalidInputError(
+                f"'input' is one sequence of {len(raw)} token ids; at most "
+                f"{MAX_TOKEN_IDS_PER_INPUT} are accepted per input",
+                param="input",
+            )
+        long_item = next(
+            (
+                i
+                for i, item in enumerate(raw)
+                if isinstance(item, list) and len(item) > MAX_TOKEN_IDS_PER_INPUT
+            ),
+            None,
+        )
+        if long_item is not None:
+            return InvalidInputError(
+                f"input[{long_item}] has {len(raw[long_item])} token ids; at most "
+                f"{MAX_TOKEN_IDS_PER_INPUT} are accepted per input",
+                param="input",
+            )
+        most = max_inputs if max_inputs is not None else MAX_INPUTS_CEILING
+        return TooManyInputsError(
+            f"'input' has {len(raw)} items; at most {most} are accepted per request",
+            param="input",
+        )
+    return InvalidInputError(INPUT_SHAPE_MESSAGE, param="input")
 
 
 def validate_request(
@@ -325,7 +491,7 @@ def validate_request(
     """Apply the served model's rules; return the inputs, tagged as texts or token ids."""
     if request.model is not None and request.model != service.model_id:
         raise ModelNotFoundError(
-            f"The model '{_short(request.model, 80)}' is not served here; this endpoint serves "
+            f"The model '{short(request.model, 80)}' is not served here; this endpoint serves "
             f"'{service.model_id}'",
             param="model",
         )
@@ -356,6 +522,13 @@ def validate_request(
         for i, item in enumerate(inputs.items):
             if len(item) == 0:
                 raise InvalidInputError(f"input[{i}] is an empty token array", param="input")
+        total = sum(len(item) for item in inputs.items)
+        if total > MAX_TOKEN_IDS_PER_REQUEST:
+            raise TooManyInputsError(
+                f"'input' holds {total} token ids; at most {MAX_TOKEN_IDS_PER_REQUEST:,} are "
+                "accepted per request: split it",
+                param="input",
+            )
     return inputs
 
 
@@ -370,32 +543,3 @@ def as_inputs(raw: str | list[str] | list[int] | list[list[int]]) -> Inputs:
     if isinstance(raw[0], int):
         return TokenIdInputs([raw])  # one token-id sequence
     return TokenIdInputs(raw)
-
-
-def _where(exc: BaseException) -> str:
-    """``file:line`` of the innermost frame of an exception (the traceback stays out of the
-    log: its last line repeats the message unscrubbed)."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    if tb is None:
-        return "?"
-    return f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
-
-
-def _routes(app: FastAPI) -> str:
-    """'POST /v1/embeddings, GET /v1/models, ...': the app's own routes (its OpenAPI paths)."""
-    found = [
-        f"{method.upper()} {path}"
-        for path, operations in app.openapi().get("paths", {}).items()
-        for method in operations
-    ]
-    if app.openapi_url:
-        found.append(f"GET {app.openapi_url}")
-    return ", ".join(found)
-
-
-def _short(text: str, limit: int) -> str:
-    """A short, escaped prefix of untrusted text for an error message."""
-    escaped = text.encode("unicode_escape", "backslashreplace").decode("ascii")
-    return escaped if len(escaped) <= limit else escaped[: limit - 3] + "..."

@@ -7,14 +7,23 @@ one of two forms:
 - a JSON object ``{"keys": ["<new key>", "<old key>"]}``: every listed key is valid, so a
   rotation can keep the old key working while clients move to the new one.
 
-Keys are at least 16 characters. The secret is read with Powertools Parameters
-(``SecretsProvider``, the provider behind ``parameters.get_secret``), first at init, so a
-missing secret or permission fails the start, then again once the keys held are
-``SIGLIP_API_KEY_CACHE_SECONDS`` old: one Secrets Manager call per execution environment per
-period. A failed read is one attempt (short timeouts, no retry), logged and counted; the next
-attempt waits (`retry_delay`), and the keys already held stay valid until they are
-``SIGLIP_API_KEY_MAX_STALENESS_SECONDS`` old. Past that, requests with a key get a 503 with
-``Retry-After`` until a read succeeds (docs/api.md, "During a Secrets Manager outage").
+Keys are at least 16 characters. The secret is read one way only: `read_keys`, with
+Powertools Parameters (``SecretsProvider``, the provider behind ``parameters.get_secret``). It
+is read first at init, so a missing secret or permission fails the start, then again once the
+keys held are ``SIGLIP_API_KEY_CACHE_SECONDS`` old: one Secrets Manager call per execution
+environment per period. A failed read is one attempt (short timeouts, no retry), logged and
+counted; the next attempt waits (`retry_delay`), and the keys already held stay valid until
+they are ``SIGLIP_API_KEY_MAX_STALENESS_SECONDS`` old. Past that, requests with a key get a
+503 with ``Retry-After`` until a read succeeds (docs/api.md, "During a Secrets Manager
+outage"): on Lambda the request that finds the keys stale makes the read itself (200 when it
+succeeds); in `serve` it starts the read in the background and gets a 503 with
+``Retry-After: 1``, the requests after the read a 200.
+
+An init that will be snapshotted (SnapStart) must not hold a key: it checks the secret with
+``DescribeSecret`` instead (`ApiKeyAuthenticator.check_readable`: it exists, is not being
+deleted, has a current version; the value is never sent), and the keys are read after each
+restore (`ApiKeyAuthenticator.reload`, with a deadline). Its warm-up request presents a key made
+for it alone (`ApiKeyAuthenticator.warm_up_key`), valid only while it runs.
 
 A presented token is compared with every key in constant time (``hmac.compare_digest`` over
 SHA-256 digests, so neither content nor length leaks through timing). No key, and no token, is
@@ -28,9 +37,11 @@ import hmac
 import json
 import logging
 import math
+import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ..engine.config import ENV_PREFIX, Settings
@@ -138,11 +149,13 @@ class ApiKeyAuthenticator:
         self._read_at: float | None = None  # clock() when the held keys were read
         self._next_attempt = -math.inf  # no read is attempted before this clock() time
         self._reading = False
+        #: Bumped by `forget`: a read that began before is dropped when it ends.
+        self._generation = 0
 
     def load(self) -> int:
         """Read and parse the secret now (init); ConfigError if it cannot be used."""
         try:
-            self._read()
+            self._read(self._generation)
         except Exception as exc:
             raise ConfigError(
                 f"{ENV_PREFIX}API_KEY_SECRET_ARN: the API key secret cannot be used: "
@@ -150,34 +163,104 @@ class ApiKeyAuthenticator:
             ) from None
         return len(self._digests)
 
+    def check_readable(self) -> None:
+        """Check the secret without reading its value (``DescribeSecret``: the init of a
+        process that will be snapshotted): it exists, this function may describe it, it is
+        not scheduled for deletion and has a current version. ConfigError otherwise. No key
+        is held afterwards: requests get 503 until a read succeeds (`reload`)."""
+        client = self.provider.client
+        try:
+            described = client.describe_secret(SecretId=self.secret_id)
+        except Exception as exc:
+            raise ConfigError(
+                f"{ENV_PREFIX}API_KEY_SECRET_ARN: the API key secret cannot be described: "
+                f"{_describe(exc)}"
+            ) from None
+        if described.get("DeletedDate") is not None:
+            raise ConfigError(
+                f"{ENV_PREFIX}API_KEY_SECRET_ARN: the API key secret is scheduled for deletion"
+            )
+        stages = described.get("VersionIdsToStages") or {}
+        if not any("AWSCURRENT" in labels for labels in stages.values()):
+            raise ConfigError(
+                f"{ENV_PREFIX}API_KEY_SECRET_ARN: the API key secret has no current version "
+                "(AWSCURRENT): it holds no value to read"
+            )
+
+    @contextmanager
+    def warm_up_key(self) -> Iterator[str]:
+        """A random key, valid only inside the block and held nowhere else: a request can take
+        the whole key check without any real key in the process (SnapStart's warm-up, before
+        the snapshot). When the block ends every key is dropped (`forget`)."""
+        key = secrets.token_urlsafe(36)
+        with self._lock:
+            self._digests, self._read_at = (_digest(key),), self.clock()
+            self._next_attempt = -math.inf
+        try:
+            yield key
+        finally:
+            self.forget()
+
     def forget(self) -> None:
         """Drop every secret this process holds: the keys, their digests and the provider's
-        cache. Until a read succeeds (`reload`, or the next request's attempt), requests
-        with a key get a 503, never an open door."""
+        cache; a read still running is dropped when it ends. Until a read succeeds
+        (`reload`, or the next request's attempt), requests with a key get a 503, never an
+        open door."""
         with self._lock:
             self._digests, self._read_at = (), None
             self._next_attempt = -math.inf
+            self._reading = False
+            self._generation += 1
         self.provider.clear_cache()  # type: ignore[no-untyped-call]
         # A process restored from a snapshot must not reuse a connection opened before it.
         client = getattr(self.provider, "client", None)
         if client is not None:
             client.close()
 
-    def reload(self) -> int:
+    def reload(self, *, timeout: float | None = None) -> int:
         """Read the keys now, failing closed: the number of keys, or KeysUnavailableError
-        (nothing is held then, and requests get 503 until a later read succeeds)."""
+        (nothing is held then, and requests get 503 until a later read succeeds).
+
+        ``timeout``: the read runs in a thread of its own and this returns or raises within
+        that many seconds whatever Secrets Manager does (a read that hangs past it is
+        dropped when it ends)."""
         self.forget()
-        if not self._attempt():
-            raise KeysUnavailableError(retry_after=self._retry_after(self.clock()))
+        with self._lock:
+            generation = self._generation
+        if timeout is None:
+            read = self._attempt(generation)
+        else:
+            outcome: list[bool] = []
+            reader = threading.Thread(
+                target=lambda: outcome.append(self._attempt(generation)),
+                name="siglip-api-key-reload",
+                daemon=True,
+            )
+            reader.start()
+            reader.join(timeout)
+            if reader.is_alive():
+                self.forget()
+                logger.error(
+                    "could not read the API key secret within the deadline: no key is held "
+                    "and requests with a key get 503 until a read succeeds",
+                    extra={"deadline_s": timeout},
+                )
+                if self.on_refresh_failed is not None:
+                    self.on_refresh_failed()
+                raise KeysUnavailableError(retry_after=1)
+            read = bool(outcome and outcome[0])
+        if not read:
+            with self._lock:
+                retry_after = self._retry_after(self.clock())
+            raise KeysUnavailableError(retry_after=retry_after)
         return len(self._digests)
 
-    def _read(self) -> None:
-        # Our own schedule decides when to read: bypass Powertools' cache (force_fetch).
-        raw = self.provider.get(self.secret_id, force_fetch=True)
-        if not isinstance(raw, str | bytes):
-            raise SecretFormatError("the secret value must be a string")
-        digests = tuple(_digest(key) for key in parse_keys(raw))
+    def _read(self, generation: int) -> None:
+        keys = read_keys(self.secret_id, provider=self.provider)
+        digests = tuple(_digest(key) for key in keys)
         with self._lock:
+            if generation != self._generation:
+                return  # dropped by `forget` while it ran
             if self._digests and set(digests) != set(self._digests):
                 logger.info("API keys changed", extra={"api_keys": len(digests)})
             self._digests, self._read_at = digests, self.clock()
@@ -185,12 +268,15 @@ class ApiKeyAuthenticator:
             self._reading = False
             self.refresh_failures = 0
 
-    def _attempt(self) -> bool:
-        """One read of the secret; on failure, log, count and schedule the next attempt."""
+    def _attempt(self, generation: int) -> bool:
+        """One read of the secret for the keys of `generation` (dropped if `forget` runs
+        meanwhile); on failure, log, count and schedule the next attempt."""
         try:
-            self._read()
+            self._read(generation)
         except Exception as exc:
             with self._lock:
+                if generation != self._generation:
+                    return False  # dropped by `forget` while it ran: reported there
                 self._reading = False
                 self.refresh_failures += 1
                 now = self.clock()
@@ -224,7 +310,10 @@ class ApiKeyAuthenticator:
         )
 
     def _retry_after(self, now: float) -> int:
-        return max(1, math.ceil(self._next_attempt - now))
+        """Seconds until a request may find usable keys: until the next attempt when one is
+        scheduled after a failure, else 1 (a read is running, or may start now)."""
+        wait = self._next_attempt - now
+        return max(1, math.ceil(wait)) if wait > 0 else 1
 
     def digests(self) -> tuple[bytes, ...]:
         """Digests of the valid keys; KeysUnavailableError (503) when none may be used."""
@@ -234,13 +323,17 @@ class ApiKeyAuthenticator:
             start = due and not self._reading and now >= self._next_attempt
             if start:
                 self._reading = True
+            generation = self._generation
         if start:
             if self.background:
                 threading.Thread(
-                    target=self._attempt, name="siglip-api-key-refresh", daemon=True
+                    target=self._attempt,
+                    args=(generation,),
+                    name="siglip-api-key-refresh",
+                    daemon=True,
                 ).start()
             else:
-                self._attempt()
+                self._attempt(generation)
             now = self.clock()
         with self._lock:
             if self._fresh(now):
@@ -264,6 +357,18 @@ def retry_delay(failures: int, cache_seconds: int) -> float:
     return float(min(delay, RETRY_MAX_SECONDS, max(cache_seconds, RETRY_BASE_SECONDS)))
 
 
+def read_keys(secret_id: str, *, provider: SecretsProvider | None = None) -> tuple[str, ...]:
+    """The valid keys the secret holds now: one ``GetSecretValue`` through Powertools' provider
+    (`default_provider` unless given), never its cache (the caller decides when to read).
+    The one way this project reads the key secret."""
+    if provider is None:
+        provider = default_provider()
+    raw = provider.get(secret_id, force_fetch=True)
+    if not isinstance(raw, str | bytes):
+        raise SecretFormatError("the secret value must be a string")
+    return parse_keys(raw)
+
+
 def default_provider(*, connect_timeout: float = 2, read_timeout: float = 3) -> SecretsProvider:
     """A Secrets Manager provider whose one read takes at most the two timeouts: one attempt
     per read, no retry (the authenticator schedules the next attempt itself)."""
@@ -275,7 +380,7 @@ def default_provider(*, connect_timeout: float = 2, read_timeout: float = 3) -> 
         read_timeout=read_timeout,
         retries={"total_max_attempts": 1, "mode": "standard"},
     )
-    return SecretsProvider(config=config)
+    return SecretsProvider(boto_config=config)
 
 
 def build_authenticator(
@@ -285,8 +390,13 @@ def build_authenticator(
     background: bool = False,
     clock: Callable[[], float] = time.monotonic,
     on_refresh_failed: Callable[[], None] | None = None,
+    read_now: bool = True,
 ) -> ApiKeyAuthenticator:
-    """The authenticator for ``auth_mode == "api-key"``, its keys loaded (ConfigError if not)."""
+    """The authenticator for ``auth_mode == "api-key"``, its keys loaded (ConfigError if not).
+
+    ``read_now=False`` (an init that will be snapshotted): the secret is checked without
+    reading its value (`ApiKeyAuthenticator.check_readable`) and no key is held until a read
+    (`ApiKeyAuthenticator.reload` after the restore)."""
     if not settings.api_key_secret_arn:
         raise ConfigError(
             f"{ENV_PREFIX}API_KEY_SECRET_ARN is not set (required when {ENV_PREFIX}AUTH_MODE "
@@ -301,6 +411,10 @@ def build_authenticator(
         clock=clock,
         on_refresh_failed=on_refresh_failed,
     )
+    if not read_now:
+        authenticator.check_readable()
+        logger.info("API key authentication on: the secret is readable, its keys not read yet")
+        return authenticator
     keys = authenticator.load()
     logger.info("API key authentication on", extra={"api_keys": keys})
     return authenticator

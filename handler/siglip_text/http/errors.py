@@ -1,14 +1,16 @@
 """HTTP errors without a web framework: the one table from error kind to (HTTP status, OpenAI
-error ``type``), the headers and JSON body of every error answer, and the request-body limit.
+error ``type``), the headers and JSON body of every error answer, the messages that name the
+fix (a missing key, a path without ``/v1``), and the request-body limit.
 
-Both layers that answer errors use it: `api` (the FastAPI app) and `ingress` (the raw ASGI
-layer under ``serve``, which refuses before the app sees a request). So an error reads the
-same whichever layer gave it, and neither imports the other for it.
+Both layers that answer errors use it: `app` (FastAPI's routes and handlers) and `front` (the
+ASGI layer in front of them, which refuses before the app sees a request). So an error reads
+the same whichever layer gave it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..engine.errors import (
@@ -18,16 +20,19 @@ from ..engine.errors import (
     InsufficientTimeError,
     InvalidInputError,
     KeysUnavailableError,
+    MethodNotAllowedError,
     ModelLoadError,
     ModelNotFoundError,
     OverloadedError,
     PayloadTooLargeError,
     RequestTimeoutError,
     ResponseTooLargeError,
+    RouteNotFoundError,
     ShuttingDownError,
     SiglipError,
     TooManyInputsError,
     UnsupportedMediaTypeError,
+    scrubbed,
 )
 from .schemas import error_body
 
@@ -36,6 +41,8 @@ ERRORS: dict[type[SiglipError], tuple[int, str]] = {
     InvalidInputError: (400, "invalid_request_error"),
     AuthenticationError: (401, "invalid_request_error"),
     ModelNotFoundError: (404, "invalid_request_error"),
+    RouteNotFoundError: (404, "invalid_request_error"),
+    MethodNotAllowedError: (405, "invalid_request_error"),
     RequestTimeoutError: (408, "invalid_request_error"),
     PayloadTooLargeError: (413, "invalid_request_error"),
     TooManyInputsError: (413, "invalid_request_error"),
@@ -57,6 +64,13 @@ SERVER_ERROR = (500, "server_error")
 RETRY_AFTER_SECONDS = "1"
 #: A 500's message: what went wrong inside is logged, never echoed.
 INTERNAL_ERROR_MESSAGE = "The server had an error while processing your request."
+#: Added to every 401: where a client finds its key.
+KEY_SOURCE = (
+    "Where the key comes from: docs/api.md#api-keys (deployed with template.yaml: the "
+    "Secrets Manager secret named by the stack's ApiKeySecretArn output)."
+)
+#: The prefix of every OpenAI route: an OpenAI client's base URL ends with it.
+API_PREFIX = "/v1"
 
 
 @dataclass(frozen=True)
@@ -77,13 +91,21 @@ def status_for(exc: SiglipError) -> tuple[int, str]:
 
 
 def error_answer(exc: SiglipError) -> ErrorAnswer:
-    """The answer to an error: a 500 says only `INTERNAL_ERROR_MESSAGE`."""
+    """The answer to an error: a 500 says only `INTERNAL_ERROR_MESSAGE`, a 401 where the key
+    comes from."""
     status, error_type = status_for(exc)
-    message = INTERNAL_ERROR_MESSAGE if status == 500 else exc.message
+    message = exc.message
+    if status == 500:
+        message = INTERNAL_ERROR_MESSAGE
+    elif status == 401:
+        message = f"{message} {KEY_SOURCE}"
     retry_after = getattr(exc, "retry_after", None)
+    headers = headers_for(status, retry_after=retry_after)
+    if isinstance(exc, MethodNotAllowedError):
+        headers["Allow"] = exc.allow
     return ErrorAnswer(
         status,
-        headers_for(status, retry_after=retry_after),
+        headers,
         error_json(message, type=error_type, param=exc.param, code=exc.code),
     )
 
@@ -97,6 +119,47 @@ def headers_for(status: int, *, retry_after: int | None = None) -> dict[str, str
     if status == 408:
         return {"Connection": "close"}
     return {}
+
+
+def route_not_found(method: str, path: str, routes: Sequence[tuple[str, str]]) -> SiglipError:
+    """The 404 of a path that is no route: the routes there are, and, for a route's path
+    without ``/v1`` (a client whose base URL lacks it), the base URL to use."""
+    asked = f"{short(method, 20)} {short(path, 100)}"
+    if (method, API_PREFIX + path) in routes:
+        return RouteNotFoundError(
+            f"Invalid URL ({asked}): this API's routes start with {API_PREFIX}; use "
+            f"{method} {API_PREFIX}{path}, i.e. a base URL that ends in {API_PREFIX} "
+            f"(OpenAI clients: base_url='http://<host>:<port>{API_PREFIX}')"
+        )
+    listed = ", ".join(f"{m} {p}" for m, p in routes)
+    return RouteNotFoundError(f"Invalid URL ({asked}); the routes are {listed}")
+
+
+def method_not_allowed(method: str, path: str, allowed: Sequence[str]) -> MethodNotAllowedError:
+    """The 405 of a route's path asked with another method (``Allow`` lists the right ones)."""
+    return MethodNotAllowedError(
+        f"Method {short(method, 20)} is not allowed for {short(path, 100)}",
+        allow=", ".join(allowed),
+    )
+
+
+def unexpected(exc: BaseException) -> str:
+    """What an unexpected exception was, fit for a log: its type, the ``file:line`` of its
+    innermost frame and its scrubbed message (the traceback stays out of the log: its last
+    line repeats the message unscrubbed). Never sent to the client."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = "?"
+    if tb is not None:
+        where = f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
+    return f"{type(exc).__name__} at {where}: {scrubbed(str(exc))}"
+
+
+def short(text: str, limit: int) -> str:
+    """A short, escaped prefix of untrusted text for an error message."""
+    escaped = text.encode("unicode_escape", "backslashreplace").decode("ascii")
+    return escaped if len(escaped) <= limit else escaped[: limit - 3] + "..."
 
 
 def error_json(message: str, *, type: str, param: str | None, code: str | None) -> bytes:

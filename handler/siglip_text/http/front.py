@@ -1,35 +1,45 @@
-"""`siglip-text serve`'s ASGI layer below the app: admission before the body, bounded bodies,
-answers that reach every client, and the shutdown grace period.
+"""The front door, for Lambda and `serve` alike: the one ASGI layer in front of the app's
+routes that owns the key check, the body limit and admission, so that each request is
+authenticated once, its body bounded once and admitted once, whichever entry point it came
+through. `app.create_app` puts it in front of the routes.
 
-When bound to loopback, a request whose ``Host`` is not a loopback name gets a 400 (a web
-page that rebinds its DNS name to 127.0.0.1 cannot read the answers).
+For every request:
 
-For each request that carries a body (a ``Content-Length`` above 0 or ``Transfer-Encoding``):
-
-1. under ``/v1``, a body that is not ``Content-Type: application/json`` is a 415, and the
-   ``Authorization`` header is checked (401, or 503 while no key can be checked), before
+1. when configured (`serve` bound to loopback), a ``Host`` that is not a loopback name is a
+   400 (a web page that rebinds its DNS name to 127.0.0.1 cannot read the answers);
+2. the ``Authorization`` header is checked (401, or 503 while no key can be checked) for the
+   routes under ``/v1`` and for any request that carries a body, whatever its route, before
    anything is admitted or read: a client without a key never holds a place;
-2. a declared length over the limit is a 413 at once;
-3. it takes one of ``in_flight + pending`` admissions, or gets its 429, before one byte of
+3. a body (a ``Content-Length`` above 0, or ``Transfer-Encoding``) on a route that takes
+   none is refused unread: 404 for a path that is no route, 405 for another method, 413 for
+   a route that takes no body.
+
+For a route that takes a body (``POST /v1/embeddings``):
+
+4. when configured (`serve`), a body that is not ``Content-Type: application/json`` is a 415
+   (a web page can POST ``text/plain`` anywhere without a CORS preflight);
+5. a declared length over the limit is a 413 at once;
+6. it takes one of ``in_flight + pending`` admissions, or gets its 429, before one byte of
    its body is read, so at most that many bodies are ever held, whatever the clients send;
-4. it reads the body, counting (a streamed body over the limit is a 413), within an idle
+7. it reads the body, counting (a streamed body over the limit is a 413), within an idle
    and a total timeout (408: a client that trickles its body gives its admission back), then
    waits for one of ``in_flight`` running slots and hands the body to the app, which parses
    and serves it within that slot.
 
-Requests without a body (``/health``, ``/v1/models``) pass straight through: they cost
-nothing and must answer while the server is saturated.
+Requests without a body (``/health``, ``/v1/models``) take no admission: they cost nothing and
+must answer while the server is saturated. Any exception that escapes the app (or this layer)
+is logged, scrubbed, and answered with an OpenAI-shaped 500: never a plain-text one.
 
-An answer given before the body is read (413, 429, 503) is written first, then the rest of
-the body is read and dropped, up to `DRAIN_MAX_BYTES` and `DRAIN_MAX_SECONDS`, before the
-connection is closed: closing a socket with unread data makes the kernel send a reset,
-which destroys the answer at clients that send their whole body before they read (Python's
-``urllib``, ``requests``). nginx's "lingering close" does the same.
+An answer given before the body is read (401, 404, 405, 413, 429, 503) is written first, then
+the rest of the body is read and dropped, up to `DRAIN_MAX_BYTES` and `DRAIN_MAX_SECONDS`,
+before the connection is closed: closing a socket with unread data makes the kernel send a
+reset, which destroys the answer at clients that send their whole body before they read
+(Python's ``urllib``, ``requests``). nginx's "lingering close" does the same.
 
-On shutdown (`begin_shutdown`, called when uvicorn stops accepting), running and waiting
-requests go on for the grace period; when it ends, every request not yet answered gets a
-503 (``server_shutting_down``, ``Connection: close``, ``Retry-After``), and ``on_expired``
-is called once those answers are out.
+On shutdown (`begin_shutdown`, called when `serve`'s uvicorn stops accepting), running and
+waiting requests go on for the grace period; when it ends, every request not yet answered
+gets a 503 (``server_shutting_down``, ``Connection: close``, ``Retry-After``), and
+``on_expired`` is called once those answers are out.
 """
 
 from __future__ import annotations
@@ -37,7 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -51,7 +61,17 @@ from ..engine.errors import (
     UnsupportedMediaTypeError,
 )
 from .admission import Admission
-from .errors import body_too_large, declares_more_than, error_answer, status_for
+from .errors import (
+    API_PREFIX,
+    body_too_large,
+    declares_more_than,
+    error_answer,
+    method_not_allowed,
+    route_not_found,
+    short,
+    status_for,
+    unexpected,
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -102,68 +122,116 @@ class _Exchange:
         return self.cut_answer is not None
 
 
-class Ingress:
-    """ASGI middleware for `serve`; see the module docstring. The Lambda path never uses it."""
+class Front:
+    """The front layer; see the module docstring. `around` sets the app it stands in front of
+    (a Starlette middleware factory)."""
 
     def __init__(
         self,
-        app: ASGIApp,
         *,
         admission: Admission,
         max_body_bytes: int,
-        observer: FailureObserver | None = None,
+        routes: Sequence[tuple[str, str]],
+        body_routes: frozenset[tuple[str, str]],
         authenticate: Callable[[str | None], None] | None = None,
+        observer: FailureObserver | None = None,
         body_idle_seconds: float = 10.0,
         body_total_seconds: float = 60.0,
+        json_only: bool = False,
         allowed_hosts: frozenset[str] | None = None,
     ) -> None:
-        self.app = app
+        self.app: ASGIApp | None = None
         self.admission = admission
         self.max_body_bytes = max_body_bytes
+        self.routes = tuple(routes)
+        self.body_routes = body_routes
         self.observer = observer
-        # Must not block: serve's authenticator reads the secret in a thread of its own.
+        # Must not block the loop for long: serve's authenticator reads the secret in a
+        # thread of its own; Lambda's reads it in the request, all its environment does.
         self.authenticate = authenticate
         self.body_idle_seconds = body_idle_seconds
         self.body_total_seconds = body_total_seconds
+        self.json_only = json_only
         self.allowed_hosts = allowed_hosts
         self._active: set[_Exchange] = set()
         self._deadline: float | None = None
         self._expired = False
         self._tasks: set[asyncio.Task[None]] = set()
 
+    def around(self, app: ASGIApp) -> ASGIApp:
+        """Stand in front of ``app``; return this layer."""
+        self.app = app
+        return self
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self.app is not None, "Front.around(app) first"
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        answer = _Tracked(send)
+        try:
+            await self._route(scope, receive, answer.send)
+        except Exception as exc:
+            error = self._unexpected(exc)
+            if not answer.started:
+                await _send_error(answer.send, error)
+            if self.observer is not None:
+                try:
+                    self.observer.request_failed(status=status_for(error)[0], code=error.code)
+                except Exception as observer_fault:  # the fault may be the observer's own
+                    self._unexpected(observer_fault)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self.app is not None
+        method, path = str(scope.get("method", "")), str(scope.get("path", ""))
+        has_body = _has_body(scope)
         if self.allowed_hosts is not None and not _host_allowed(scope, self.allowed_hosts):
             error = InvalidHostError(
                 "the Host header names another server: this one, bound to loopback, answers "
                 "to localhost, 127.0.0.1 and [::1] only"
             )
-            await self._refuse(_Exchange(send), scope, receive, error, body_left=_has_body(scope))
+            await self._refuse(_Exchange(send), scope, receive, error, body_left=has_body)
             return
-        if not (self._expired or _has_body(scope)):
+        takes_body = (method, path) in self.body_routes
+        if not (self._expired or has_body or takes_body):
+            if self._served_under_api(method, path):
+                try:
+                    self._check_key(scope)
+                except SiglipError as refused:
+                    await self._refuse(_Exchange(send), scope, receive, refused, body_left=False)
+                    return
             await self.app(scope, receive, send)
             return
         exchange = _Exchange(send)
         self._active.add(exchange)
         try:
-            await self._serve(exchange, scope, receive)
+            await self._serve(exchange, scope, receive, method, path, takes_body=takes_body)
         finally:
             self._active.discard(exchange)
 
-    async def _serve(self, exchange: _Exchange, scope: Scope, receive: Receive) -> None:
+    async def _serve(
+        self,
+        exchange: _Exchange,
+        scope: Scope,
+        receive: Receive,
+        method: str,
+        path: str,
+        *,
+        takes_body: bool,
+    ) -> None:
         if self._expired:
             await self._refuse(exchange, scope, receive, _shutting_down(), body_left=True)
             return
-        if str(scope.get("path", "")).startswith("/v1/"):
-            try:
-                self._check_before_admission(scope)
-            except SiglipError as refused:
-                await self._refuse(exchange, scope, receive, refused, body_left=True)
-                return
-        if declares_more_than(_header(scope, b"content-length"), self.max_body_bytes):
-            await self._refuse(exchange, scope, receive, self._too_large(), body_left=True)
+        try:
+            self._check_key(scope)
+            if not takes_body:
+                raise self._no_body_here(method, path)
+            if self.json_only:
+                _check_json(scope)
+            if declares_more_than(_header(scope, b"content-length"), self.max_body_bytes):
+                raise self._too_large()
+        except SiglipError as refused:
+            await self._refuse(exchange, scope, receive, refused, body_left=True)
             return
         admitted = contextlib.ExitStack()
         try:
@@ -181,6 +249,42 @@ class Ingress:
             await self._admitted(exchange, scope, receive, admitted)
         finally:
             exchange.released.set()
+
+    def _served_under_api(self, method: str, path: str) -> bool:
+        """A route of the API (``/v1``), asked with one of its methods (HEAD for GET): the
+        key is needed; any other request without a body meets the app's 404 or 405."""
+        asked = "GET" if method == "HEAD" else method
+        return path.startswith(API_PREFIX + "/") and (asked, path) in self.routes
+
+    def _check_key(self, scope: Scope) -> None:
+        """The key (401, or 503 while none can be checked); a fault in the check is a 500."""
+        if self.authenticate is None:
+            return
+        authorization = _header(scope, b"authorization")
+        try:
+            self.authenticate(authorization.decode("latin-1") if authorization else None)
+        except SiglipError:
+            raise
+        except Exception as exc:
+            raise self._unexpected(exc) from exc
+
+    def _no_body_here(self, method: str, path: str) -> SiglipError:
+        """The answer to a body sent to a route that takes none (its body is never read)."""
+        if (method, path) in self.routes:
+            return PayloadTooLargeError(
+                f"{method} {short(path, 100)} takes no request body; send it without one"
+            )
+        allowed = [m for m, p in self.routes if p == path]
+        if allowed:
+            return method_not_allowed(method, path, allowed)
+        return route_not_found(method, path, self.routes)
+
+    def _unexpected(self, exc: BaseException) -> SiglipError:
+        """An exception no one expected: logged for the operator (type, place, scrubbed
+        message; no query text), answered as a 500 that says nothing of it."""
+        cause = unexpected(exc)
+        logger.error("answered 500: unexpected error: %s", cause, extra={"cause": cause})
+        return SiglipError(f"unexpected error: {cause}")
 
     async def _admitted(
         self, exchange: _Exchange, scope: Scope, receive: Receive, admitted: contextlib.ExitStack
@@ -208,6 +312,7 @@ class Ingress:
                     exchange.window = None
                 exchange.in_app = True
                 try:
+                    assert self.app is not None
                     await self.app(scope, _replay(body, receive), self._guarded_send(exchange))
                 finally:
                     # Cut while the app was finishing: return only once the 503 is out, or
@@ -253,17 +358,6 @@ class Ingress:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(victim.released.wait(), 1.0)
         return True
-
-    def _check_before_admission(self, scope: Scope) -> None:
-        """415 unless the body is JSON; the key (401, or 503 while none can be checked)."""
-        media_type = (_header(scope, b"content-type") or b"").split(b";")[0].strip().lower()
-        if media_type != b"application/json":
-            raise UnsupportedMediaTypeError(
-                "the request body must be JSON, sent with 'Content-Type: application/json'"
-            )
-        if self.authenticate is not None:
-            authorization = _header(scope, b"authorization")
-            self.authenticate(authorization.decode("latin-1") if authorization else None)
 
     async def _read_body(self, receive: Receive, exchange: _Exchange | None = None) -> bytes | None:
         """The whole body, or None if the client disconnected; 413 once past the limit, 408
@@ -375,6 +469,28 @@ class Ingress:
     def _keep(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+class _Tracked:
+    """A send that remembers whether a response has started."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
+
+
+def _check_json(scope: Scope) -> None:
+    """415 unless the body is declared JSON."""
+    media_type = (_header(scope, b"content-type") or b"").split(b";")[0].strip().lower()
+    if media_type != b"application/json":
+        raise UnsupportedMediaTypeError(
+            "the request body must be JSON, sent with 'Content-Type: application/json'"
+        )
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

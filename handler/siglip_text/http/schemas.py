@@ -4,24 +4,58 @@ Named after the protocol (OpenAI's ``CreateEmbeddingRequest`` / ``CreateEmbeddin
 Response bodies are serialized here straight to bytes with orjson, which writes float32
 arrays directly in their shortest round-trip form: much faster than ``json.dumps`` of
 ``tolist()`` and smaller, with the same float32 values after parsing (docs/performance.md).
+
+The request's bounds are OpenAI's own (its API reference, "Create embeddings": at most 8192
+tokens per input and 300,000 summed across a request's inputs), so every request an OpenAI
+client sends fits them, and `json_items` bounds what a body may make before it is parsed.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from typing import Annotated, Any, Literal
 
 import numpy as np
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
+from ..engine.config import MAX_INPUTS_CEILING
+
 EncodingFormat = Literal["float", "base64"]
-# Each array stops at its first bad item (fail_fast): the union tries every form, and an
-# array of wrong items otherwise produces one error per item per form, whose time and
-# memory grow with the body, before the 400.
-TokenIds = Annotated[list[StrictInt], Field(fail_fast=True)]
-Texts = Annotated[list[StrictStr], Field(fail_fast=True)]
-TokenIdLists = Annotated[list[TokenIds], Field(fail_fast=True)]
+#: Token ids per input (OpenAI's limit per input; this model reads the first 64).
+MAX_TOKEN_IDS_PER_INPUT = 8192
+#: Token ids per request, summed over its inputs (OpenAI's limit per request).
+MAX_TOKEN_IDS_PER_REQUEST = 300_000
+# Each array stops at its first bad item (fail_fast) and at its bound (max_length) before
+# its items are validated: the union tries every form, and an array of wrong items otherwise
+# produces one error per item per form, whose time and memory grow with the body.
+TokenIds = Annotated[list[StrictInt], Field(fail_fast=True, max_length=MAX_TOKEN_IDS_PER_INPUT)]
+Texts = Annotated[list[StrictStr], Field(fail_fast=True, max_length=MAX_INPUTS_CEILING)]
+TokenIdLists = Annotated[list[TokenIds], Field(fail_fast=True, max_length=MAX_INPUTS_CEILING)]
+
+# A JSON string, escapes included; an unterminated one runs to the end of the body, so that
+# every opening quote matches once and a scan stays linear in the body.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.?)*+(?:"|\Z)', re.DOTALL)
+
+
+def json_items(body: bytes) -> int:
+    """At least as many as the values a JSON body holds (array items, object members), from
+    its bytes, before anything is parsed (parsing makes a Python object of each): the
+    separators and containers outside its strings, plus one. Costs at most a copy of the body
+    with its strings emptied, and one regular-expression pass."""
+    return _structure(body) if b'"' not in body else _structure(_JSON_STRING.sub(b'""', body))
+
+
+def json_items_at_most(body: bytes, limit: int) -> bool:
+    """Whether the body holds at most ``limit`` values (`json_items`), counting cheaply first:
+    separators inside strings count too, so only a body over ``limit`` is scanned again with
+    its strings removed."""
+    return _structure(body) <= limit or json_items(body) <= limit
+
+
+def _structure(body: bytes) -> int:
+    return body.count(b",") + body.count(b"[") + body.count(b"{") + 1
 
 
 class OpenAICompatEmbeddingRequest(BaseModel):

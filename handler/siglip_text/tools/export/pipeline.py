@@ -13,6 +13,10 @@ cannot be served. The command line is command.py, the summary report.py.
 `export_bundle` runs the precision's list of named steps (steps.py) over one typed state
 (state.py): each step timed under its name's timing, memory released after each, the
 manifest assembled and written last.
+
+Last, beside the bundle directory and outside it, ``<directory>.sha256`` (`manifest_pin`):
+the manifest's own sha256 in ``sha256sum`` format, the pin the image build checks the bundle
+against (scripts/check_bundle_files.py; docs/export.md).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...engine.bundle import MANIFEST_FILE, Manifest, Precision
+from ...engine.bundle import MANIFEST_FILE, Manifest, Precision, sha256_file
 from ..errors import ToolError
 from .checkpoint import SourceSpec, read_config, resolve_source
 from .memory import (
@@ -36,7 +40,7 @@ from .memory import (
 from .state import ExportOptions, ExportState, log
 from .steps import FP32_STEPS, INT8_STEPS, manifest
 
-__all__ = ["ExportOptions", "ExportReport", "export_bundle"]
+__all__ = ["ExportOptions", "ExportReport", "export_bundle", "manifest_pin"]
 
 
 @dataclass
@@ -55,6 +59,7 @@ def export_bundle(options: ExportOptions) -> ExportReport:
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST_FILE).unlink(missing_ok=True)
+    manifest_pin(out).unlink(missing_ok=True)
     state = ExportState(options, spec, scratch=Path(tempfile.mkdtemp(prefix=".fp32-", dir=out)))
     timings: dict[str, float] = {}
     try:
@@ -70,7 +75,15 @@ def export_bundle(options: ExportOptions) -> ExportReport:
     written = manifest(state, timings["total_s"])
     # Validated as the runtime will read it, then written last: no manifest, no bundle.
     (out / MANIFEST_FILE).write_text(written.to_json())
+    manifest_pin(out).write_text(f"{sha256_file(out / MANIFEST_FILE)}  {MANIFEST_FILE}\n")
     return ExportReport(out=out, manifest=written, timings=timings)
+
+
+def manifest_pin(out: Path) -> Path:
+    """Where the manifest's sha256 is pinned: beside the bundle directory, outside it
+    (``layers/model`` -> ``layers/model.sha256``), where the deploy keeps it."""
+    out = out.resolve()
+    return out.with_name(out.name + ".sha256")
 
 
 def validate(options: ExportOptions) -> SourceSpec:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .pipeline import ExportReport
+from .pipeline import ExportReport, manifest_pin
 
 
 def summary(report: ExportReport) -> str:
@@ -39,5 +39,9 @@ def summary(report: ExportReport) -> str:
             f"{fidelity.cosine.cosine_mean:.6f}; top-10 overlap mean "
             f"{fidelity.top10_overlap.mean:.3f} min {fidelity.top10_overlap.min:.3f}"
         )
+    lines.append(
+        f"  manifest sha256 pinned in {manifest_pin(report.out)}: keep it with the deploy "
+        "(the image build checks the bundle against it)"
+    )
     lines.append("  " + ", ".join(f"{k} {v:.1f}" for k, v in report.timings.items()))
     return "\n".join(lines)

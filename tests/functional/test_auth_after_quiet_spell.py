@@ -1,0 +1,137 @@
+"""The first requests after a quiet spell longer than the keys' maximum staleness: a 200 once a
+read of the secret succeeds, else a 503 with ``Retry-After`` in OpenAI's shape, never a 500.
+
+The real app, demo model and boto3 client; Secrets Manager is moto's server on loopback behind
+a relay that can hang. The authenticator's clock is the test's, so the quiet spell takes no
+waiting; what the test waits for is `serve`'s background read of the secret to end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from siglip_text.engine.config import load_settings
+from siglip_text.engine.service import EmbeddingService
+from siglip_text.http.app import create_app
+from siglip_text.http.auth import ApiKeyAuthenticator, build_authenticator, default_provider
+
+from tests.support.openai_shapes import assert_openai_error
+from tests.support.secrets_manager import SecretsServer, secrets_server
+
+# A test value, not a credential.
+KEY = "sk-siglip-test-key-0123456789abcdef"
+CACHE_SECONDS = 300
+MAX_STALENESS_SECONDS = 900
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[SecretsServer]:
+    with secrets_server(KEY, monkeypatch) as server:
+        yield server
+
+
+def make(
+    service: EmbeddingService, demo_dir: Path, secrets: SecretsServer, *, background: bool
+) -> tuple[TestClient, ApiKeyAuthenticator, Clock]:
+    """The app as `serve` (background reads) or Lambda (reads on the request) builds it."""
+    settings = load_settings(
+        model_dir=demo_dir,
+        ort_intra_op_threads=1,
+        auth_mode="api-key",
+        api_key_secret_arn=secrets.arn,
+        api_key_cache_seconds=CACHE_SECONDS,
+        api_key_max_staleness_seconds=MAX_STALENESS_SECONDS,
+    )
+    clock = Clock()
+    authenticator = build_authenticator(
+        settings,
+        provider=default_provider(connect_timeout=1, read_timeout=1),
+        background=background,
+        clock=clock,
+    )
+    app = create_app(service, settings, authenticator=authenticator, offload_inference=background)
+    return TestClient(app), authenticator, clock
+
+
+def request(client: TestClient, path: str) -> Any:
+    headers = {"Authorization": f"Bearer {KEY}"}
+    if path == "/v1/models":
+        return client.get(path, headers=headers)
+    return client.post(path, json={"input": ["a red block"]}, headers=headers)
+
+
+def assert_unavailable(response: Any) -> int:
+    """A 503 in OpenAI's shape with a Retry-After of at least 1 s; returns the Retry-After."""
+    assert response.status_code == 503, (response.status_code, response.text)
+    assert_openai_error(response.json())
+    assert response.json()["error"]["code"] == "auth_unavailable"
+    retry_after = int(response.headers["retry-after"])
+    assert retry_after >= 1
+    return retry_after
+
+
+def until_read_ends(authenticator: ApiKeyAuthenticator, timeout: float = 10.0) -> None:
+    """Until `serve`'s background read of the secret has ended, one way or the other."""
+    deadline = time.monotonic() + timeout
+    while authenticator._reading:
+        assert time.monotonic() < deadline, "the background read did not end"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("path", ["/v1/embeddings", "/v1/models"])
+def test_in_serve_the_request_after_a_quiet_spell_gets_503_then_200_once_the_read_succeeds(
+    service: EmbeddingService, demo_dir: Path, secrets: SecretsServer, path: str
+) -> None:
+    client, authenticator, clock = make(service, demo_dir, secrets, background=True)
+    assert request(client, path).status_code == 200
+    # GIVEN a quiet spell longer than the keys' maximum staleness
+    clock.now += MAX_STALENESS_SECONDS + 1
+    # WHEN the next request arrives: THEN it starts the read and is told to come back in 1 s
+    assert assert_unavailable(request(client, path)) == 1
+    # AND once the read has succeeded, the key is accepted again
+    until_read_ends(authenticator)
+    assert request(client, path).status_code == 200
+
+
+def test_in_serve_a_quiet_spell_then_an_outage_gives_503_with_retry_after_never_500(
+    service: EmbeddingService, demo_dir: Path, secrets: SecretsServer
+) -> None:
+    client, authenticator, clock = make(service, demo_dir, secrets, background=True)
+    # GIVEN a quiet spell longer than the maximum staleness, and Secrets Manager hung
+    secrets.relay.down()
+    clock.now += MAX_STALENESS_SECONDS + 1
+    # WHEN requests arrive while the read runs and after it has failed
+    while_reading = assert_unavailable(request(client, "/v1/embeddings"))
+    until_read_ends(authenticator)
+    after_failure = [assert_unavailable(request(client, "/v1/embeddings")) for _ in range(3)]
+    # THEN each is a 503 telling when to come back: soon while a read runs, then when the
+    # next attempt is due
+    assert while_reading == 1
+    assert after_failure[0] > 1
+    # AND once Secrets Manager answers and that time has passed, the key is accepted again
+    secrets.relay.restore()
+    clock.now += after_failure[-1]
+    assert_unavailable(request(client, "/v1/embeddings"))  # starts the read
+    until_read_ends(authenticator)
+    assert request(client, "/v1/embeddings").status_code == 200
+
+
+def test_on_lambda_the_request_after_a_quiet_spell_reads_the_keys_and_gets_200(
+    service: EmbeddingService, demo_dir: Path, secrets: SecretsServer
+) -> None:
+    client, _, clock = make(service, demo_dir, secrets, background=False)
+    clock.now += MAX_STALENESS_SECONDS + 1
+    assert request(client, "/v1/embeddings").status_code == 200
