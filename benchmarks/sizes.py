@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from siglip_text.engine.bundle import load_manifest
+from siglip_text.engine.config import LAMBDA_MB_PER_VCPU
 
 from benchmarks.cost import (
     FRONTEND_LABEL,
@@ -48,8 +49,8 @@ from benchmarks.cost import (
 )
 from benchmarks.protocol import ROOT, run_worker
 
-TWO_VCPUS_MB = 3538
-ONE_VCPU_MB = 1769
+ONE_VCPU_MB = LAMBDA_MB_PER_VCPU
+TWO_VCPUS_MB = 2 * LAMBDA_MB_PER_VCPU
 
 
 def evict(bundle: Path) -> int | None:

@@ -188,7 +188,7 @@ def paired_floor(args: argparse.Namespace, precision: str, query: Any) -> dict[s
 
     def product_ms(m: int, k: int, n: int) -> float:
         # A session of its own, gone once timed: a live session's threads spin after each
-        # run and slow the next session's (measured: 20 to 24 ms for an int8 floor of 15).
+        # run and slow the next session's, inflating its floor by a third or more.
         session = floor_session(args, product_file(floor_dir, (m, k, n), precision))
         x = np.random.default_rng(1).standard_normal((m, k)).astype(np.float32)
         return timed(lambda: session.run(None, {"x": x}), args.runs)["median_ms"]

@@ -6,7 +6,7 @@ It runs the init (imports ``siglip_text.lambda_function``), listens on the UNIX 
 connection before the next: between commands it holds no open connection, so CRIU can
 checkpoint it then. A UNIX socket, not loopback TCP: criu 4.1 cannot dump an inet socket on
 kernels that refuse SO_PASSCRED on one (6.18 here). Commands
-(devkit/snapstart.py sends them):
+(devkit/snapstart_emulation.py sends them):
 
 - ``hooks``: how many callables each snapshot_restore_py registry holds;
 - ``before_snapshot`` / ``after_restore``: run the registries as the runtime client does;
@@ -18,7 +18,7 @@ kernels that refuse SO_PASSCRED on one (6.18 here). Commands
 - ``reads``: GetSecretValue calls made since the process started (the init's included);
 - ``secrets_calls``: every Secrets Manager operation called since the process started;
 - ``reachable``: which of the given (masked) secrets a walk of the garbage collector's objects
-  reaches (see `devkit.snapstart.reachable`);
+  reaches (see `devkit.snapstart_emulation.reachable`);
 - ``perturb``: make ONNX Runtime's outputs another host's (reversed vectors).
 """
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from devkit.lambda_context import LambdaContext
-from devkit.snapstart import (
+from devkit.snapstart_emulation import (
     reachable,
     record_secrets_calls,
     run_after_restore,

@@ -30,17 +30,11 @@ from pathlib import Path
 
 MANIFEST = "manifest.json"
 #: The files a bundle must record: the graph and the tokenizer (a graph's external data
-#: file, when export wrote one, is recorded beside them and checked like them).
+#: file, when export wrote one, is recorded beside them and checked like them). The
+#: package's names for them (engine/bundle.py) cannot be imported here: a unit test holds
+#: the two equal.
 REQUIRED = ("text_model.onnx", "tokenizer.json")
 SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_pin(text: str) -> str:
@@ -120,7 +114,8 @@ def _file_problems(bundle: Path, name: str, entry: object) -> list[str]:
         return [f"{name}: missing from the bundle"]
     if size is not None and path.stat().st_size != size:
         return [f"{name}: {path.stat().st_size} bytes, the manifest says {size}"]
-    actual = sha256_of(path)
+    with path.open("rb") as handle:
+        actual = hashlib.file_digest(handle, "sha256").hexdigest()
     if actual != entry["sha256"].lower():
         return [f"{name}: sha256 {actual}, the manifest says {entry['sha256']}"]
     return []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from collections.abc import Iterator
@@ -18,6 +19,25 @@ from siglip_text.http.app import create_app
 from tests.support.aws_lambda import LambdaContext
 from tests.support.paths import FIXTURES
 from tests.support.servers import demo_server
+
+#: The export extra's packages: tests marked ``export`` need them.
+EXPORT_EXTRA = ("torch", "transformers", "onnx")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``export`` skip, saying why, where the export extra is absent. Looked up
+    without importing it: collection would otherwise import torch and transformers, seconds
+    of every run, fast loop included."""
+    missing = [name for name in EXPORT_EXTRA if importlib.util.find_spec(name) is None]
+    if not missing:
+        return
+    skip = pytest.mark.skip(
+        reason=f"needs the export extra ({', '.join(missing)} missing): "
+        "pip install torch==2.13.0 -e '.[export]'"
+    )
+    for item in items:
+        if item.get_closest_marker("export") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

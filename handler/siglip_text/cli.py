@@ -16,7 +16,10 @@ from collections.abc import Sequence
 #: name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("siglip_text.serve", "serve the OpenAI-compatible API with uvicorn"),
-    "load-test": ("siglip_text.tools.load_test", "HTTP load test of any /v1/embeddings endpoint"),
+    "load-test": (
+        "siglip_text.tools.load_generator",
+        "HTTP load test of any /v1/embeddings endpoint",
+    ),
     "export": (
         "siglip_text.tools.export.command",
         "export a SigLIP checkpoint to a checked bundle (fp32/int8)",
@@ -42,8 +45,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-#: Earlier names that still work: ``bench`` was renamed ``load-test``, so that it is not
-#: taken for the repository's benchmarks/ (the project's own measurements).
+#: Other names of a command: ``bench`` is ``load-test``, whose name keeps it apart from the
+#: repository's benchmarks/ (the project's own measurements).
 ALIASES: dict[str, str] = {"bench": "load-test"}
 
 

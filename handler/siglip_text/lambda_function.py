@@ -16,13 +16,17 @@ import gc
 # what the init made is frozen (gc.freeze: never scanned again) when it resumes.
 gc.disable()
 
-import os  # noqa: E402
-import warnings  # noqa: E402
-from typing import TYPE_CHECKING, Any  # noqa: E402
+# The imports below run in this order on purpose (pyproject.toml lets this module import
+# after code): the service's init starts before the web stack is imported, so the ONNX
+# Runtime session builds in its thread (GIL released) while FastAPI, Mangum and Powertools
+# import. Its error, if any, is raised by `_init.service()` once the logger exists.
+import os
+import warnings
+from typing import TYPE_CHECKING, Any
 
-from .engine.config import ENV_PREFIX, Settings, get_settings  # noqa: E402
-from .engine.errors import ConfigError  # noqa: E402
-from .engine.loading import ServiceLoad, start_loading  # noqa: E402
+from .engine.config import ENV_PREFIX, MEMORY_SIZE_VARIABLE, Settings, get_settings
+from .engine.errors import ConfigError
+from .engine.loading import ServiceInit
 
 if TYPE_CHECKING:
     from .aws.snapstart import SnapStart
@@ -35,25 +39,16 @@ def _resume_collection(*, freeze: bool) -> None:
     gc.enable()
 
 
-def _begin_init() -> ServiceLoad | Exception:
-    """Start the init before the web stack is imported: the ONNX Runtime session builds in a
-    thread (GIL released) while FastAPI, Mangum and Powertools import, about 0.3 s here."""
-    try:
-        return start_loading(get_settings())
-    except Exception as exc:  # logged, and raised, by _build_app once the logger exists
-        return exc
+_init = ServiceInit.start(get_settings)
 
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from mangum import Mangum
 
-_init = _begin_init()
-
-from aws_lambda_powertools import Logger, Metrics  # noqa: E402
-from aws_lambda_powertools.logging import correlation_paths  # noqa: E402
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers  # noqa: E402
-from mangum import Mangum  # noqa: E402
-
-from .engine.limits import LAMBDA_RESPONSE_LIMIT_BYTES  # noqa: E402
-from .http.app import create_app  # noqa: E402
-from .http.observability import PowertoolsObserver  # noqa: E402
+from .engine.limits import LAMBDA_RESPONSE_LIMIT_BYTES
+from .http.app import create_app
+from .http.observability import PowertoolsObserver
 
 SERVICE_NAME = os.environ.get("POWERTOOLS_SERVICE_NAME", "siglip-text")
 METRICS_NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "SiglipText")
@@ -78,21 +73,21 @@ def require_explicit_auth_mode(settings: Settings) -> None:
 def _build_app() -> Any:
     observer = PowertoolsObserver(metrics, logger)
     try:
-        if isinstance(_init, Exception):
-            raise _init
+        if _init.error is not None:  # stopped before its session build: raised first
+            raise _init.error
         settings = get_settings()
-        if _init.memory_warning:
+        if _init.memory_warning and _init.manifest is not None:
             logger.warning(
                 _init.memory_warning,
                 extra={
-                    "function_memory_mb": os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"),
+                    "function_memory_mb": os.environ.get(MEMORY_SIZE_VARIABLE),
                     "recommended_mb": _init.manifest.memory.recommended_mb
                     if _init.manifest.memory
                     else None,
                 },
             )
         require_explicit_auth_mode(settings)
-        service = _init.result()
+        service = _init.service()
         authenticator = None
         if settings.auth_mode == "api-key":
             from .aws.snapstart import snap_start_init
@@ -163,8 +158,8 @@ snapstart = _register_snapstart()
 def tracing_enabled() -> bool:
     """X-Ray tracing unless ``POWERTOOLS_TRACE_DISABLED`` is true.
 
-    Importing the X-Ray SDK costs about 0.33 s of init (measured with ``python -X importtime``
-    on these machines), so with tracing disabled the Tracer is never built.
+    Importing the X-Ray SDK is a measurable part of init (docs/performance.md gives the
+    figure), so with tracing disabled the Tracer is never built.
     """
     return os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").strip().lower() not in ("1", "true")
 

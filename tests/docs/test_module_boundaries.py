@@ -52,12 +52,14 @@ def test_the_command_line_loads_only_the_chosen_command(argv: list[str]) -> None
     tools = {m for m in loaded if m.startswith("siglip_text.tools.")}
     if argv[0] in ("load-test", "bench"):
         assert not loaded & {"onnxruntime", "tokenizers", "torch"}, sorted(loaded)
-        assert tools <= {"siglip_text.tools.load_test", "siglip_text.tools.texts"}, sorted(tools)
+        assert tools <= {"siglip_text.tools.load_generator", "siglip_text.tools.texts"}, sorted(
+            tools
+        )
     elif argv[0] == "--help":
         assert not loaded, sorted(loaded)
     else:
         assert "siglip_text.tools.export.command" in tools
-        assert not {"siglip_text.tools.verify.command", "siglip_text.tools.load_test"} & tools
+        assert not {"siglip_text.tools.verify.command", "siglip_text.tools.load_generator"} & tools
         assert "torch" not in loaded
 
 

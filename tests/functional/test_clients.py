@@ -28,13 +28,13 @@ import httpx
 import numpy as np
 import pytest
 
+from tests.support.paths import ROOT
 from tests.support.readme import blocks, output, snippet
 from tests.support.servers import demo_server
 
 pytestmark = pytest.mark.slow  # a server subprocess and every client library
 
 
-ROOT = Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / ".ci" / "node" / "node_modules"
 MODEL = "siglip-text/synthetic-demo-tiny"
 TEXTS = ["a red block", "a robot arm"]

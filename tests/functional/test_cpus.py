@@ -18,29 +18,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import pytest
-
-for _module in ("torch", "transformers", "onnx"):
-    pytest.importorskip(
-        _module,
-        reason="needs the export extra: pip install torch==2.13.0 -e '.[export]'",
-    )
-
-import onnx  # noqa: E402
-from siglip_text.engine.config import demo_model_dir, load_settings  # noqa: E402
-from siglip_text.engine.cpu import KERNEL_CHECK_EXACT, int8_kernel_product  # noqa: E402
-from siglip_text.engine.errors import ModelLoadError  # noqa: E402
-from siglip_text.engine.loading import load_service  # noqa: E402
-from siglip_text.engine.service import EmbeddingService  # noqa: E402
-from siglip_text.tools.export.quantize import (  # noqa: E402
+from siglip_text.engine.config import demo_model_dir, load_settings
+from siglip_text.engine.cpu import KERNEL_CHECK_EXACT, int8_kernel_product
+from siglip_text.engine.errors import ModelLoadError
+from siglip_text.engine.loading import load_service
+from siglip_text.engine.service import EmbeddingService
+from siglip_text.tools.export.quantize import (
     PAIR_LIMIT,
     integer_weights,
     pair_bound,
     quantize_int8,
 )
 
-from tests.support.cpus import TEXTS, run_on_cpu, shows_own_cpuinfo, why_not  # noqa: E402
-from tests.support.tiny_checkpoint import export_tiny, make_tiny_checkpoint  # noqa: E402
+from tests.support.cpus import TEXTS, run_on_cpu, shows_own_cpuinfo, why_not
+from tests.support.tiny_checkpoint import export_tiny, make_tiny_checkpoint
 
 pytestmark = pytest.mark.export
 
@@ -82,6 +75,7 @@ def native(int8_bundle: Path) -> np.ndarray:
     return _service(int8_bundle).embed_texts(TEXTS).vectors
 
 
+@pytest.mark.slow  # exports a tiny checkpoint: seconds
 def test_exported_int8_graph_cannot_saturate_and_its_manifest_says_so(int8_bundle: Path) -> None:
     manifest = json.loads((int8_bundle / "manifest.json").read_text())
     weights = integer_weights(onnx.load(str(int8_bundle / "text_model.onnx")))
@@ -93,6 +87,7 @@ def test_exported_int8_graph_cannot_saturate_and_its_manifest_says_so(int8_bundl
     assert manifest["quantization"]["largest_pair_of_products"] <= PAIR_LIMIT
 
 
+@pytest.mark.slow  # exports a tiny checkpoint: seconds
 def test_manifest_records_the_probe_reference_and_this_cpu_meets_it(int8_bundle: Path) -> None:
     check = json.loads((int8_bundle / "manifest.json").read_text())["self_check"]
     vector = _service(int8_bundle).embed_texts([check["text"]]).vectors[0]
@@ -104,6 +99,7 @@ def test_manifest_records_the_probe_reference_and_this_cpu_meets_it(int8_bundle:
     assert check["measured_on"].startswith(("x86_64 CPU", "aarch64 CPU"))
 
 
+@pytest.mark.slow  # exports a tiny checkpoint: seconds
 def test_init_fails_closed_when_this_cpu_misses_the_recorded_reference(
     int8_bundle: Path, tmp_path: Path
 ) -> None:

@@ -14,35 +14,28 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-for _module in ("torch", "transformers", "onnx"):
-    pytest.importorskip(
-        _module,
-        reason="needs the export extra: pip install torch==2.13.0 -e '.[export]'",
-    )
-
-from fastapi.testclient import TestClient  # noqa: E402
-from siglip_text.cli import main  # noqa: E402
-from siglip_text.engine.bundle import sha256_file  # noqa: E402
-from siglip_text.engine.config import load_settings  # noqa: E402
-from siglip_text.engine.loading import load_service  # noqa: E402
-from siglip_text.engine.service import EmbeddingService  # noqa: E402
-from siglip_text.http.app import create_app  # noqa: E402
-from siglip_text.tools.export.checkpoint import (  # noqa: E402
+from fastapi.testclient import TestClient
+from siglip_text.cli import main
+from siglip_text.engine.bundle import sha256_file
+from siglip_text.engine.config import load_settings
+from siglip_text.engine.loading import load_service
+from siglip_text.engine.service import EmbeddingService
+from siglip_text.http.app import create_app
+from siglip_text.tools.export.checkpoint import (
     SourceSpec,
     load_checkpoint,
     pooled_vectors,
 )
-from siglip_text.tools.files import write_jsonl  # noqa: E402
-from siglip_text.tools.reference import make_reference  # noqa: E402
+from siglip_text.tools.files import write_jsonl
+from siglip_text.tools.reference import make_reference
 
-from tests.support.references import pipeline_reference  # noqa: E402
-from tests.support.tiny_checkpoint import (  # noqa: E402
+from tests.support.references import pipeline_reference
+from tests.support.tiny_checkpoint import (
     REPOSITORY,
     REVISION,
     make_tiny_checkpoint,
 )
-from tests.support.tiny_checkpoint import export_tiny as _export  # noqa: E402
+from tests.support.tiny_checkpoint import export_tiny as _export
 
 pytestmark = [pytest.mark.export, pytest.mark.slow]
 

@@ -14,34 +14,27 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-for _module in ("torch", "transformers", "onnx"):
-    pytest.importorskip(
-        _module,
-        reason="needs the export extra: pip install torch==2.13.0 -e '.[export]'",
-    )
-
-from fastapi.testclient import TestClient  # noqa: E402
-from siglip_text.engine import sizing  # noqa: E402
-from siglip_text.engine.config import load_settings  # noqa: E402
-from siglip_text.engine.errors import ModelLoadError  # noqa: E402
-from siglip_text.engine.loading import load_service  # noqa: E402
-from siglip_text.http.app import create_app  # noqa: E402
-from siglip_text.tools.errors import ToolError  # noqa: E402
-from siglip_text.tools.export import memory  # noqa: E402
-from siglip_text.tools.export.checkpoint import (  # noqa: E402
+from fastapi.testclient import TestClient
+from siglip_text.engine import sizing
+from siglip_text.engine.config import load_settings
+from siglip_text.engine.errors import ModelLoadError
+from siglip_text.engine.loading import load_service
+from siglip_text.http.app import create_app
+from siglip_text.tools.errors import ToolError
+from siglip_text.tools.export import memory
+from siglip_text.tools.export.checkpoint import (
     SourceSpec,
     load_checkpoint,
     pooled_vectors,
 )
-from siglip_text.tools.export.tower_graph import (  # noqa: E402
+from siglip_text.tools.export.tower_graph import (
     CHILD_PROCESS_BYTES,
     build_graph,
     build_graph_in_child,
 )
 
-from tests.support.aws_lambda import imported_lambda  # noqa: E402
-from tests.support.tiny_checkpoint import (  # noqa: E402
+from tests.support.aws_lambda import imported_lambda
+from tests.support.tiny_checkpoint import (
     REPOSITORY,
     REVISION,
     export_tiny,
@@ -95,6 +88,7 @@ def test_a_head_wider_than_the_tower_sets_the_served_dimension(
     assert cosine > float(floor)
 
 
+@pytest.mark.slow  # imports torch and transformers: seconds
 def test_the_parameter_count_from_the_config_is_transformers_own() -> None:
     import torch
     from transformers import SiglipTextConfig, SiglipTextModel
@@ -145,6 +139,7 @@ def test_machine_memory_reads_available_memory_and_free_swap(tmp_path: Path) -> 
     assert machine.swap_free == 2_000_000 * 1024
 
 
+@pytest.mark.slow  # exports a tiny checkpoint: seconds
 def test_export_refuses_before_loading_when_the_machine_is_clearly_too_small(
     wide_head_checkpoint: Path,
     tmp_path: Path,
@@ -191,6 +186,7 @@ def test_a_graph_traced_in_a_child_process_is_the_same_files(
         assert (there.parent / name).read_bytes() == (here.parent / name).read_bytes()
 
 
+@pytest.mark.slow  # imports torch and transformers: seconds
 def test_the_smallest_siglip2_tower_is_traced_in_a_child_and_the_tests_towers_here(
     wide_head_checkpoint: Path,
 ) -> None:
@@ -224,6 +220,7 @@ def sized_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow  # exports a tiny checkpoint: seconds
 def test_export_records_the_memory_the_bundle_needs_resident(sized_bundle: Path) -> None:
     manifest = json.loads((sized_bundle / "manifest.json").read_text())
     model_bytes = sum(
@@ -239,6 +236,7 @@ def test_export_records_the_memory_the_bundle_needs_resident(sized_bundle: Path)
     assert "derived" in need["basis"]
 
 
+@pytest.mark.slow  # exports a tiny checkpoint: seconds
 def test_lambda_init_fails_closed_when_the_function_memory_cannot_hold_the_bundle(
     sized_bundle: Path,
 ) -> None:
@@ -254,6 +252,7 @@ def test_lambda_init_fails_closed_when_the_function_memory_cannot_hold_the_bundl
     assert f"needs at least {minimum} MB" in failed.value.message
 
 
+@pytest.mark.slow  # exports a tiny checkpoint: seconds
 def test_lambda_init_warns_and_serves_below_the_recommended_memory(
     sized_bundle: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -268,6 +267,7 @@ def test_lambda_init_warns_and_serves_below_the_recommended_memory(
     assert "model loaded" in caplog.text
 
 
+@pytest.mark.slow  # exports a tiny checkpoint: seconds
 def test_lambda_init_is_silent_about_memory_at_the_recommended_size(
     sized_bundle: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -51,6 +51,7 @@ from devkit.events import event_files, for_model, request_texts
 from devkit.sam import resolve, source_template, translate
 from tests.support.aws_lambda import LambdaContext, expected_status, imported_lambda
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
+from tests.support.paths import ROOT
 from tests.support.sam_build import (
     STANDIN_BASE,
     copy_bundle,
@@ -63,7 +64,6 @@ from tests.support.sam_build import (
 pytestmark = pytest.mark.slow  # the function image
 
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "handler" / "Dockerfile"
 DEMO = ROOT / "handler" / "siglip_text" / "demo"
 REQUIREMENTS = ROOT / "layers" / "python" / "requirements.txt"

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from scripts.check_bundle_files import problems, read_pin
+from tests.support.paths import ROOT
 from tests.support.sam_build import STANDIN_BASE
 
 pytestmark = pytest.mark.slow  # Docker builds
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "handler" / "Dockerfile"
 DEMO = ROOT / "handler" / "siglip_text" / "demo"
 #: The base the build is given: the one here (scripts/make_standin_base_image.sh makes a

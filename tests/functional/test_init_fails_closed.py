@@ -179,18 +179,18 @@ def test_serve_exits_non_zero_on_a_bad_bundle(bundle_copy: Path) -> None:
 
 def observed_init(model_dir: Path, at_start: str, report: str) -> dict:
     """Import the Lambda entry point in a fresh process. When the load starts
-    (`loading.ServiceLoad`), the expression ``at_start`` is appended to ``seen``; afterwards
+    (`loading.ServiceInit`), the expression ``at_start`` is appended to ``seen``; afterwards
     the dict expression ``report`` is printed (``entry`` is the module, None if the init
     failed) and returned, parsed."""
     code = (
         "import gc, json, sys\n"
         "import siglip_text.engine.loading as loading\n"
-        "start = loading.ServiceLoad.__init__\n"
+        "start = loading.ServiceInit._begin\n"
         "seen = []\n"
         "def observed(self, *args, **kwargs):\n"
         f"    seen.append({at_start})\n"
         "    start(self, *args, **kwargs)\n"
-        "loading.ServiceLoad.__init__ = observed\n"
+        "loading.ServiceInit._begin = observed\n"
         "try:\n"
         "    import siglip_text.lambda_function as entry\n"
         "except Exception:\n"
@@ -212,7 +212,7 @@ def observed_init(model_dir: Path, at_start: str, report: str) -> dict:
 @pytest.mark.slow
 def test_lambda_init_starts_the_session_before_it_imports_the_web_stack(demo_dir: Path) -> None:
     # ONNX Runtime builds the session without the GIL, so it overlaps with importing FastAPI,
-    # Mangum and Powertools only if it starts first (`lambda_function._begin_init`).
+    # Mangum and Powertools only if it starts first (`lambda_function._init`).
     report = observed_init(
         demo_dir,
         "[m for m in ('fastapi', 'mangum', 'aws_lambda_powertools', 'starlette')"

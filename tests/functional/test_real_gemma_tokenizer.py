@@ -16,22 +16,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
+from siglip_text.engine.config import load_settings
+from siglip_text.engine.loading import load_service
+from siglip_text.engine.service import EmbeddingService
+from siglip_text.http.app import create_app
+from siglip_text.tools.export.pipeline import ExportOptions, export_bundle
 
-for _module in ("torch", "transformers", "onnx"):
-    pytest.importorskip(
-        _module,
-        reason="needs the export extra: pip install torch==2.13.0 -e '.[export]'",
-    )
-
-from fastapi.testclient import TestClient  # noqa: E402
-from siglip_text.engine.config import load_settings  # noqa: E402
-from siglip_text.engine.loading import load_service  # noqa: E402
-from siglip_text.engine.service import EmbeddingService  # noqa: E402
-from siglip_text.http.app import create_app  # noqa: E402
-from siglip_text.tools.export.pipeline import ExportOptions, export_bundle  # noqa: E402
-
-from tests.support import gemma  # noqa: E402
-from tests.support.edge_texts import SPECIAL_STRINGS, edge_texts  # noqa: E402
+from tests.support import gemma
+from tests.support.edge_texts import SPECIAL_STRINGS, edge_texts
 
 pytestmark = [pytest.mark.export, pytest.mark.slow]
 

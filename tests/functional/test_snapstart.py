@@ -19,7 +19,7 @@ from moto import mock_aws
 from siglip_text.aws.snapstart import NOT_RESTORED
 from siglip_text.engine.errors import KeysUnavailableError
 
-from devkit.snapstart import (
+from devkit.snapstart_emulation import (
     function_env,
     function_process,
     mask,
@@ -216,6 +216,7 @@ def api_key_env(demo_dir: Path, endpoint: str, arn: str) -> dict[str, str]:
     )
 
 
+@pytest.mark.slow  # searches every object of the function's process: seconds
 def test_after_the_before_snapshot_hooks_no_key_nor_digest_is_reachable(
     demo_dir: Path, moto_server: str, tmp_path: Path
 ) -> None:

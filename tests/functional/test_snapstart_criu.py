@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from devkit.snapstart import (
+from devkit.snapstart_emulation import (
     FunctionProcess,
     criu_dump,
     criu_restore,

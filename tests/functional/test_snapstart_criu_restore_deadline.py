@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from devkit.snapstart import (
+from devkit.snapstart_emulation import (
     FunctionProcess,
     criu_dump,
     criu_restore,

@@ -23,7 +23,7 @@ from moto import mock_aws
 from siglip_text.aws.snapstart import KEY_READ_DEADLINE_SECONDS
 from siglip_text.engine.errors import ConfigError, KeysUnavailableError
 
-from devkit.snapstart import record_secrets_calls, run_after_restore, run_before_snapshot
+from devkit.snapstart_emulation import record_secrets_calls, run_after_restore, run_before_snapshot
 from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.secrets_manager import SecretsServer, secrets_server

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from devkit.snapstart import (
+from devkit.snapstart_emulation import (
     FunctionProcess,
     checkpoint_copies,
     criu_dump,

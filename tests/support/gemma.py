@@ -19,9 +19,9 @@ import shutil
 from pathlib import Path
 from typing import Any, Literal
 
+from tests.support.paths import ROOT
 from tests.support.tiny_checkpoint import perturbed
 
-ROOT = Path(__file__).resolve().parents[2]
 ENV = "SIGLIP_GEMMA_TOKENIZER_DIR"
 SKIP_REASON = (
     f"the real Gemma tokenizer is absent: set {ENV} to a directory holding its tokenizer.json "

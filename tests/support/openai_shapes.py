@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from jsonschema import Draft202012Validator
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "openai-embeddings-schema.json"
+from tests.support.paths import FIXTURES
+
+SCHEMA_PATH = FIXTURES / "openai-embeddings-schema.json"
 
 
 @cache

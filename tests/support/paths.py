@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from devkit import ROOT
+from devkit.events import EVENTS
 
-ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
-EVENTS = ROOT / "events"
+
+__all__ = ["EVENTS", "FIXTURES", "ROOT"]

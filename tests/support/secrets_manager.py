@@ -8,6 +8,7 @@ The authenticator under test talks to it with its real boto3 client (endpoint fr
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
 import threading
 import time
@@ -118,11 +119,21 @@ class SecretsServer:
         self.client.put_secret_value(SecretId=self.arn, SecretString=value)
 
 
+@functools.cache
+def _moto_server() -> tuple[str, int]:
+    """moto in server mode on loopback, one for the whole test session: each test makes
+    secrets of its own names (moto's state outlives a server in the same process anyway),
+    and a server's stop waits out its poll interval, half a second a test."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()  # its thread is a daemon: it ends with the session
+    return server.get_host_and_port()
+
+
 @contextlib.contextmanager
 def secrets_server(secret: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[SecretsServer]:
     """moto in server mode with one secret; botocore's Secrets Manager endpoint is the relay."""
-    from moto.server import ThreadedMotoServer
-
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -130,36 +141,27 @@ def secrets_server(secret: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sec
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+    host, port = _moto_server()
     relay = Relay((host, port))
     monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", relay.url)
     try:
         client = boto3.client(
             "secretsmanager", region_name="us-east-1", endpoint_url=f"http://{host}:{port}"
         )
-        # moto's state outlives a server in the same process: a secret of its own each time
+        # the server outlives the test: a secret of its own each time
         name = f"siglip-text/api-key-{uuid.uuid4().hex[:8]}"
         arn = client.create_secret(Name=name, SecretString=secret)["ARN"]
         yield SecretsServer(relay=relay, client=client, arn=arn)
     finally:
         relay.close()
-        server.stop()
 
 
 @contextlib.contextmanager
 def moto_endpoint() -> Iterator[str]:
-    """moto in server mode on loopback, for a function in another process: its URL."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    """moto in server mode on loopback, for a function in another process: its URL (each
+    test names its secrets for itself)."""
+    host, port = _moto_server()
+    yield f"http://{host}:{port}"
 
 
 def secrets_client(endpoint: str) -> Any:

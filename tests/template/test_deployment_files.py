@@ -204,7 +204,7 @@ def test_api_routes_are_exactly_the_apps_routes_each_a_proxy_to_the_live_alias(
         for operation in item.values():
             integration = operation["x-amazon-apigateway-integration"]
             assert (integration["type"], integration["httpMethod"]) == ("aws_proxy", "POST")
-            # the `live` alias by ARN (tests/unit/test_frontends.py resolves it)
+            # the `live` alias by ARN (tests/support/stacks.py resolves it)
             uri = integration["uri"]["Fn::Sub"]
             assert uri.endswith(":function:${SiglipTextFunction}:live/invocations")
     # no function Events: SAM would give their invoke permissions no condition

@@ -23,7 +23,7 @@ from devkit.sam import parameter_defaults, source_template, translate
 from tests.support.paths import ROOT
 from tests.support.readme import section, table_rows
 from tests.support.rules import constraint_refusals, refusals
-from tests.unit.test_frontends import Stack, deploy
+from tests.support.stacks import Stack, deploy
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:siglip-text-alarms"
 PSEUDO = {

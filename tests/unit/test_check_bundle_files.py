@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from siglip_text.engine.bundle import ONNX_FILE, TOKENIZER_FILE
 
-from scripts.check_bundle_files import main, problems, read_pin
+from scripts.check_bundle_files import REQUIRED, main, problems, read_pin
 
 
 def pin_of(bundle: Path) -> str:
@@ -170,3 +171,7 @@ def test_the_command_fails_without_a_readable_pin_and_passes_with_one(
     pin.write_text(f"{pin_of(bundle)}  manifest.json\n")
     assert main([str(bundle), str(pin)]) == 0
     assert main([str(bundle)]) == 2
+
+
+def test_the_files_it_requires_are_the_packages_graph_and_tokenizer() -> None:
+    assert REQUIRED == (ONNX_FILE, TOKENIZER_FILE)

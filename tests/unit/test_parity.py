@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from siglip_text.tools.parity import compare_vectors, explain_id_mismatch, top_k, topk_overlap
+from siglip_text.engine.service import EmbeddingService
+from siglip_text.tools.parity import (
+    compare_vectors,
+    explain_id_mismatch,
+    id_mismatches,
+    top_k,
+    topk_overlap,
+)
 
 PAD, EOS, BOS = 0, 1, 2
 L = 8
@@ -116,3 +123,21 @@ def test_top_k_overlap_counts_shared_items_of_each_query() -> None:
 
 def test_top_k_orders_best_first() -> None:
     assert top_k(np.array([[0.1, 0.9, 0.5]]), 2).tolist() == [[1, 2]]
+
+
+def test_id_mismatches_lists_only_the_texts_whose_ids_differ_each_with_its_reason(
+    service: EmbeddingService,
+) -> None:
+    # GIVEN the demo tokenizer's ids for two texts, and a reference that pads the second
+    # with id 1 (SigLIP 1's mistake)
+    tokenizer = service.tokenizer
+    texts = ["a red block", "a blue ball"]
+    ours = tokenizer.encode_texts(texts).ids.tolist()
+    padded_with_eos = [id_ if id_ != tokenizer.pad_id else tokenizer.eos_id for id_ in ours[1]]
+
+    # WHEN compared
+    found = id_mismatches(tokenizer, texts, ours, [ours[0], padded_with_eos])
+
+    # THEN only the second text is listed, its reason named
+    assert [text for text, _ in found] == ["a blue ball"]
+    assert found[0][1].startswith("pads with id 1")

@@ -9,6 +9,8 @@ import pytest
 from siglip_text.engine.errors import InvalidInputError, ModelLoadError
 from siglip_text.engine.tokenization import SiglipTokenizer
 
+from tests.support.paths import FIXTURES
+
 PAD, EOS, BOS = 0, 1, 2
 
 
@@ -23,8 +25,7 @@ def case_ids(case: dict[str, Any]) -> str:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "reference_case" in metafunc.fixturenames:
-        root = Path(__file__).resolve().parents[1]
-        cases = json.loads((root / "fixtures" / "demo_reference.json").read_text())["cases"]
+        cases = json.loads((FIXTURES / "demo_reference.json").read_text())["cases"]
         metafunc.parametrize("reference_case", cases, ids=[case_ids(c) for c in cases])
 
 

@@ -442,10 +442,7 @@ def check_file(path: Path, what: str, manifest: Manifest | None = None) -> None:
         )
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+def sha256_file(path: Path) -> str:
     """Hex SHA-256 of a file, read in chunks."""
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()

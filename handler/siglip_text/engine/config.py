@@ -22,6 +22,9 @@ LAMBDA_MB_PER_VCPU = 1769
 #: The most inputs ``SIGLIP_MAX_INPUTS_PER_REQUEST`` may allow (the request schema's own bound).
 MAX_INPUTS_CEILING = 100_000
 
+#: The vector cache's default bound in bytes (SIGLIP_CACHE_MAX_BYTES).
+CACHE_MAX_BYTES = 64 * 1024 * 1024
+
 
 def demo_model_dir() -> Path:
     """The bundled demo model (synthetic: trained on toy captions, not SigLIP weights)."""
@@ -74,7 +77,7 @@ class Settings(BaseSettings):
 
     cache_size: int = Field(default=0, ge=0, le=10_000_000)
     # The cache's bound in bytes (keys, vectors, bookkeeping), whatever cache_size says.
-    cache_max_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    cache_max_bytes: int = Field(default=CACHE_MAX_BYTES, ge=0)
     log_inputs: bool = False
 
     auth_mode: Literal["none", "api-key"] = "none"
@@ -156,6 +159,9 @@ def get_settings() -> Settings:
 #: init and sharing the environment's CPUs with the others.
 MAX_CONCURRENCY_VARIABLE = "AWS_LAMBDA_MAX_CONCURRENCY"
 
+#: Set by Lambda: the function's memory in MB.
+MEMORY_SIZE_VARIABLE = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
+
 
 def processes_per_environment(environ: Mapping[str, str] | None = None) -> int | None:
     """The processes sharing this environment under Lambda Managed Instances, else None."""
@@ -187,7 +193,7 @@ def available_cpus(
     processes = processes_per_environment(env)
     if processes is not None:
         return max(1, count // processes)
-    memory_mb = env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+    memory_mb = env.get(MEMORY_SIZE_VARIABLE)
     if memory_mb and memory_mb.isdigit():
         count = min(count, max(1, round(int(memory_mb) / LAMBDA_MB_PER_VCPU)))
     return max(1, count)

@@ -1,6 +1,6 @@
 """Requests that fit: the response-size bound and the invocation's remaining time.
 
-Two refusals, both decided before the model runs, both a 413 (``http_errors.ERRORS``): the
+Two refusals, both decided before the model runs, both a 413 (``http.errors.ERRORS``): the
 request asks for more than this deployment can give in one answer, and sending it again
 unchanged gets the same answer, so it must be split, not retried.
 

@@ -14,10 +14,8 @@ import os
 from collections.abc import Mapping
 
 from .bundle import Manifest, MemoryNeed
-from .config import MAX_CONCURRENCY_VARIABLE
+from .config import MAX_CONCURRENCY_VARIABLE, MEMORY_SIZE_VARIABLE
 from .errors import ModelLoadError
-
-MEMORY_SIZE_VARIABLE = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
 
 #: The process around the weights: Python, ONNX Runtime, tokenizers, the web stack, the
 #: tokenizer and a query's activations. An allowance, not a measurement: set so that the

@@ -21,7 +21,7 @@ from ..engine.bundle import BundlePaths, Manifest
 from ..engine.config import demo_model_dir, load_settings
 from ..engine.errors import SiglipError
 from ..engine.loading import load_service
-from ..engine.service import EmbeddingService
+from ..engine.service import PROBE_TEXT, EmbeddingService
 from ..engine.tokenization import SiglipTokenizer
 from .errors import ToolError
 
@@ -73,7 +73,7 @@ class RemoteEmbedder:
         self.manifest: Manifest | None = None
         self.tokenizer: SiglipTokenizer | None = None
         self.model_id = model or self.client.models.list().data[0].id
-        self.dimension = len(self.embed_texts(["a photo of a cat"])[0])
+        self.dimension = len(self.embed_texts([PROBE_TEXT])[0])
 
     def _create(self, inputs: Sequence[Any]) -> np.ndarray:
         response = self.client.embeddings.create(model=self.model_id, input=list(inputs))

@@ -176,7 +176,7 @@ def child(bundle: Path, request: Path, *, self_check: bool = True) -> dict[str, 
     from ..engine.config import load_settings
     from ..engine.cpu import cpu_description
     from ..engine.errors import SiglipError
-    from ..engine.loading import build_service, session_config
+    from ..engine.loading import ServiceInit, session_config
 
     texts = json.loads(request.read_text())
     record: dict[str, Any] = {"cpu": cpu_description()}
@@ -187,7 +187,7 @@ def child(bundle: Path, request: Path, *, self_check: bool = True) -> dict[str, 
         paths = settings.artifact_paths()
         manifest = load_manifest(paths.manifest)
         config = session_config(settings, manifest)
-        service = build_service(manifest, paths, config, self_check=self_check)
+        service = ServiceInit.start_bundle(manifest, paths, config, self_check=self_check).service()
     except SiglipError as exc:
         record["error"] = exc.message
         return record

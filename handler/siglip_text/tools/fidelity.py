@@ -8,8 +8,8 @@ bundle's query vectors on each CPU, under qemu-user for the emulated ones
 (tools/emulation.py: AVX2, AVX, Graviton2), each loaded as serve loads it, self-check
 included. Per CPU: the cosine to fp32 (min, mean) and the top-10 overlap over the corpus,
 with the CPU named as it described itself. ``--write`` records them in the bundle's manifest
-(``fidelity_by_cpu``). Emulation computes exact results but slowly (about 5 s a base-tower
-text under TCG): ``--texts`` sets the query count.
+(``fidelity_by_cpu``). Emulation computes exact results but slowly (seconds a base-tower
+text under TCG; docs/cpus.md): ``--texts`` sets the query count.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.tokenization import SiglipTokenizer
 from .lowercase import ascii_lower
 
 
@@ -168,6 +169,31 @@ def explain_id_mismatch(
         f"reference {ref[position : position + 4]}..."
     )
     return "; ".join(reasons)
+
+
+def id_mismatches(
+    tokenizer: SiglipTokenizer,
+    texts: Sequence[str],
+    ours: Sequence[Sequence[int]],
+    expected: Sequence[Sequence[int]],
+    *,
+    decode: bool = False,
+) -> list[tuple[str, str]]:
+    """Each text whose ids (``ours``, the bundle's ``tokenizer``'s) differ from the
+    ``expected`` ones, with `explain_id_mismatch`'s reason (quoting the tokens, ``decode``)."""
+    found = []
+    for text, mine, ref in zip(texts, ours, expected, strict=True):
+        if list(mine) != list(ref):
+            reason = explain_id_mismatch(
+                mine,
+                ref,
+                pad_id=tokenizer.pad_id,
+                eos_id=tokenizer.eos_id,
+                bos_id=tokenizer.bos_id,
+                decode=tokenizer.decode if decode else None,
+            )
+            found.append((text, reason))
+    return found
 
 
 def _leading_run(ids: list[int], value: int) -> int:

@@ -1,6 +1,6 @@
 """The texts the tools share: the contract's edge cases and a synthetic caption grammar.
 
-Standard library only (``load_test`` imports it). `MAX_LENGTH` is the contract's token length.
+Standard library only (``load_generator`` imports it). `MAX_LENGTH` is the contract's token length.
 Export checks every bundle on `EDGE_CASE_TEXTS`;
 the int8 fidelity corpus, the benchmarks and ``bench`` use `synthetic_captions` and
 `CAPTION_WORDS`.

@@ -28,7 +28,7 @@ from ...engine.cpu import cpu_description
 from ...engine.self_check import MARGIN, cosine_to_reference
 from ...engine.service import PROBE_TEXT
 from ..errors import CheckFailed
-from ..parity import compare_vectors, explain_id_mismatch, topk_overlap
+from ..parity import compare_vectors, id_mismatches, topk_overlap
 from ..texts import EDGE_CASE_TEXTS, MAX_LENGTH, synthetic_captions
 
 if TYPE_CHECKING:
@@ -78,17 +78,10 @@ def checkpoint_reference(
 
     texts = EDGE_CASE_TEXTS
     ours = tokenizer.encode_texts(texts).ids
-    mismatches = []
-    for text, mine, ref in zip(texts, ours.tolist(), contract_ids, strict=True):
-        if mine != ref:
-            reason = explain_id_mismatch(
-                mine,
-                ref,
-                pad_id=tokenizer.pad_id,
-                eos_id=tokenizer.eos_id,
-                bos_id=tokenizer.bos_id,
-            )
-            mismatches.append(f"{text[:40]!r}: {reason}")
+    mismatches = [
+        f"{text[:40]!r}: {reason}"
+        for text, reason in id_mismatches(tokenizer, texts, ours.tolist(), contract_ids)
+    ]
     return CheckpointReference(
         texts=tuple(texts),
         ids=ours,

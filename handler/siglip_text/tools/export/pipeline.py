@@ -4,7 +4,7 @@ Writes ``text_model.onnx`` (``input_ids [batch, 64]`` -> ``text_embeds``, the po
 not normalized; weights in ``text_model.onnx.data`` past protobuf's 2 GB), ``tokenizer.json``
 (the checkpoint's tokenizer with the contract's lowercasing, EOS and padding written in) and
 ``manifest.json``. Before the manifest is written, the bundle is loaded with
-``build_service`` (the init phase ``serve`` and Lambda run) and compared with the contract's
+``ServiceInit`` (the init phase ``serve`` and Lambda run) and compared with the contract's
 ids and PyTorch (checks.py); what the installed transformers makes of the checkpoint's
 tokenizer, where it departs from the contract, is recorded (``checkpoint_tokenizer``). An
 fp32 graph below cosine 0.99999 fails the export and leaves no manifest, so the directory

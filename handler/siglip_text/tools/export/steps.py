@@ -32,7 +32,7 @@ from ...engine.bundle import (
 from ...engine.config import available_cpus
 from ...engine.encoder import SessionConfig
 from ...engine.fingerprint import fingerprint as contract_fingerprint
-from ...engine.loading import build_service, graph_optimization_level
+from ...engine.loading import ServiceInit, graph_optimization_level
 from ...engine.service import EmbeddingService
 from ...engine.sizing import memory_need
 from ...engine.tokenization import SiglipTokenizer
@@ -424,7 +424,7 @@ def _checked(
 
 
 def _check_service(state: ExportState, fields: Manifest, onnx_path: Path) -> EmbeddingService:
-    """The files as the runtime loads them (`build_service`, probe included), before any
+    """The files as the runtime loads them (`ServiceInit`, probe included), before any
     manifest file exists; no SIGLIP_* variable applies."""
     session = SessionConfig(
         intra_op_threads=state.options.threads or available_cpus(),
@@ -432,7 +432,7 @@ def _check_service(state: ExportState, fields: Manifest, onnx_path: Path) -> Emb
         graph_optimization=graph_optimization_level("auto", fields),
     )
     paths = BundlePaths(onnx_path.parent / MANIFEST_FILE, onnx_path, state.tokenizer_path)
-    return build_service(fields, paths, session)
+    return ServiceInit.start_bundle(fields, paths, session).service()
 
 
 def _weight_bytes(tower: Any) -> int:

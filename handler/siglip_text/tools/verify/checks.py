@@ -18,7 +18,7 @@ from ...engine.bundle import BundlePaths, Manifest, sha256_file
 from ..backends import Embedder, embed_in_batches, progress_bar
 from ..errors import ToolError
 from ..files import read_jsonl
-from ..parity import compare_vectors, explain_id_mismatch, topk_overlap
+from ..parity import compare_vectors, id_mismatches, topk_overlap
 
 #: Below this cosine, an endpoint's vectors for a text and for the reference ids are taken
 #: to come from different ids (the same ids give the same vector up to float rounding).
@@ -176,17 +176,10 @@ def check_tokens(
     if tokenizer is not None and embedder.bundle is not None:
         # In process: the bundle's own ids, compared exactly, each mismatch explained.
         ours = tokenizer.encode_texts(texts).ids.tolist()
-        for text, mine, ref in zip(texts, ours, expected, strict=True):
-            if mine != ref:
-                reason = explain_id_mismatch(
-                    mine,
-                    ref,
-                    pad_id=tokenizer.pad_id,
-                    eos_id=tokenizer.eos_id,
-                    bos_id=tokenizer.bos_id,
-                    decode=tokenizer.decode,
-                )
-                details.append(f"{_quote(text)}: {reason}")
+        details = [
+            f"{_quote(text)}: {reason}"
+            for text, reason in id_mismatches(tokenizer, texts, ours, expected, decode=True)
+        ]
         how = "texts give identical ids"
     else:
         # An endpoint: its vector for the text must equal its vector for the reference ids.

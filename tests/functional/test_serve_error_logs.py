@@ -13,7 +13,6 @@ from fastapi.testclient import TestClient
 from onnx import TensorProto, helper, numpy_helper
 from siglip_text.engine.config import load_settings
 from siglip_text.engine.encoder import OnnxEncoder, SessionConfig
-from siglip_text.engine.errors import scrubbed
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 
@@ -103,9 +102,3 @@ def test_an_unexpected_error_logs_its_type_and_a_scrubbed_message(
     assert "ValueError" in message and "cannot handle <quoted>" in message, message
     assert "private query" not in caplog.text
     assert record.exc_info is None  # no traceback: its last line would repeat the message
-
-
-def test_scrubbed_keeps_the_first_line_hides_quotes_and_numbers() -> None:
-    assert scrubbed("bad 'secret text' idx=42\nsecond line") == "bad <quoted> idx=<n>"
-    assert scrubbed("node 'Gather_1' idx=42", keep_quotes=True) == "node 'Gather_1' idx=<n>"
-    assert len(scrubbed("x" * 1000)) == 300

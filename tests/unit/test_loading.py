@@ -1,11 +1,12 @@
-"""The fail-closed matrix: each corrupted artifact stops `load_service` (the init phase).
+"""The init phase (engine/loading.py): one `ServiceInit` holds the service or the error that
+stopped it; and the fail-closed matrix: each corrupted artifact stops `load_service`.
 
 One case per corruption, each applied to a fresh copy of the demo bundle, each expected to
 raise ModelLoadError with a message naming the cause (and the file, where there is one).
-`test_init_fails_closed.py` holds the first set (missing files, a branch name as revision, a
-dimension that disagrees with the graph, NaN and zero graphs, no ``<pad>``, an unreadable
-ONNX file, the Lambda and `serve` entry points); this matrix adds the rest of the list in
-docs/export.md ("Init fails closed").
+tests/functional/test_init_fails_closed.py holds the first set (missing files, a branch
+name as revision, a dimension that disagrees with the graph, NaN and zero graphs, no
+``<pad>``, an unreadable ONNX file, the Lambda and `serve` entry points); this matrix adds
+the rest of the list in docs/export.md ("Init fails closed").
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from pathlib import Path
 import onnx
 import pytest
 from onnx import TensorProto, helper
-from siglip_text.engine.config import load_settings
-from siglip_text.engine.errors import ModelLoadError
-from siglip_text.engine.loading import load_service
+from siglip_text.engine.bundle import load_manifest
+from siglip_text.engine.config import Settings, load_settings
+from siglip_text.engine.errors import ConfigError, ModelLoadError
+from siglip_text.engine.loading import ServiceInit, load_service, session_config
+from siglip_text.engine.service import PROBE_TEXT, EmbeddingService
 
 from tests.support.graphs import save_graph
 from tests.support.guards import hang_guard
@@ -288,3 +291,71 @@ def test_corrupted_bundle_fails_init_naming_the_cause(
     # WHEN the init phase runs, THEN it stops with a message naming the cause
     with hang_guard(60), pytest.raises(ModelLoadError, match=message):
         load_service(load_settings(model_dir=bundle_copy, ort_intra_op_threads=1))
+
+
+def test_an_init_holds_its_error_and_raises_it_on_every_call(bundle_copy: Path) -> None:
+    # GIVEN a bundle without its tokenizer
+    (bundle_copy / "tokenizer.json").unlink()
+
+    # WHEN the init starts: nothing is raised, the error is held
+    init = ServiceInit.start(load_settings(model_dir=bundle_copy, ort_intra_op_threads=1))
+    assert isinstance(init.error, ModelLoadError)
+
+    # THEN asking for the service raises it, the same each time
+    for _ in range(2):
+        with pytest.raises(ModelLoadError, match="tokenizer.json: file not found") as failed:
+            init.service()
+        assert failed.value is init.error
+
+
+def test_invalid_settings_are_held_like_any_init_error() -> None:
+    def invalid() -> Settings:
+        return load_settings(ort_intra_op_threads=0)
+
+    init = ServiceInit.start(invalid)
+
+    assert init.manifest is None
+    with pytest.raises(ConfigError, match="SIGLIP_ORT_INTRA_OP_THREADS"):
+        init.service()
+
+
+def test_a_good_init_holds_no_error_and_serves_one_service(settings: Settings) -> None:
+    init = ServiceInit.start(settings)
+
+    assert init.error is None
+    assert init.manifest is not None and init.memory_warning is None
+    service = init.service()
+    assert init.service() is service
+    assert set(service.init_timings.as_dict()) >= {"manifest_s", "session_s", "probe_s"}
+
+
+def test_an_error_after_the_session_starts_is_raised_by_service_only(
+    bundle_copy: Path,
+) -> None:
+    # GIVEN a graph that loads but is not this bundle's (every file is present)
+    (bundle_copy / "text_model.onnx").write_bytes(b"not an onnx graph")
+
+    # WHEN started: the files pass their checks, so no error is held yet
+    init = ServiceInit.start(load_settings(model_dir=bundle_copy, ort_intra_op_threads=1))
+    assert init.error is None
+
+    # THEN the session's failure is raised by service(), and held from then on
+    with pytest.raises(ModelLoadError):
+        init.service()
+    assert isinstance(init.error, ModelLoadError)
+
+
+def test_a_manifest_in_memory_builds_the_same_service(
+    settings: Settings, service: EmbeddingService
+) -> None:
+    # GIVEN the demo bundle's manifest read into memory, as export holds the one it writes
+    paths = settings.artifact_paths()
+    manifest = load_manifest(paths.manifest)
+
+    # WHEN the service is built from it
+    built = ServiceInit.start_bundle(manifest, paths, session_config(settings, manifest)).service()
+
+    # THEN it computes the vectors the settings' service does
+    assert built.embed_texts([PROBE_TEXT]).vectors.tobytes() == (
+        service.embed_texts([PROBE_TEXT]).vectors.tobytes()
+    )

@@ -1,10 +1,10 @@
 """A body over the limit is answered 413 at every client, not reset, against a real `serve`.
 
 Clients that send their whole body before they read the answer (Python's ``urllib``, which
-also sends ``Connection: close``, and ``requests``) used to get ``ConnectionResetError``:
-the server answered and closed with unread bytes still arriving, and the kernel reset the
-connection. The ingress now answers, reads and drops the rest of the body (bounded), then
-closes. Each client is tried with a ``Content-Length`` body and a chunked one (the openai
+also sends ``Connection: close``, and ``requests``) would get ``ConnectionResetError`` from a
+server that answered and closed with unread bytes still arriving (the kernel resets such a
+connection). So the front layer answers, reads and drops the rest of the body (bounded),
+then closes. Each client is tried with a ``Content-Length`` body and a chunked one (the openai
 client always sends a ``Content-Length``).
 """
 

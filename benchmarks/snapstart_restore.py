@@ -2,7 +2,7 @@
 """SnapStart, emulated with CRIU: the snapshot's size and the first request after a restore,
 with the before-snapshot warm-up and without it, beside a plain cold start.
 
-    sudo .venv/bin/python -m benchmarks.snapstart --bundle /path/to/bundle [--restores 3]
+    sudo .venv/bin/python -m benchmarks.snapstart_restore --bundle /path/to/bundle [--restores 3]
 
 For one bundle, each in a fresh function process (devkit/snapstart_function.py, the
 Lambda handler under ``AWS_LAMBDA_INITIALIZATION_TYPE=snap-start``, AuthMode=none, 2 ORT
@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from devkit.snapstart import (
+from devkit.snapstart_emulation import (
     FunctionProcess,
     criu_dump,
     criu_restore,

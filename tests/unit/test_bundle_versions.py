@@ -7,8 +7,6 @@ the tiny test checkpoint (tests/support/tiny_checkpoint.py): 0.1.0 from commit d
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from siglip_text.engine.bundle import (
     CheckpointTokenizer,
@@ -21,7 +19,9 @@ from siglip_text.engine.bundle import (
 )
 from siglip_text.engine.self_check import check_int8_kernel
 
-MANIFESTS = Path(__file__).resolve().parents[1] / "fixtures" / "manifests"
+from tests.support.paths import FIXTURES
+
+MANIFESTS = FIXTURES / "manifests"
 
 
 def test_a_0_1_0_int8_manifest_loads_with_typed_sections_and_is_not_saturation_free() -> None:

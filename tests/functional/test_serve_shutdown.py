@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow  # server subprocesses and their grace periods
 
 
 JSON = {"content-type": "application/json"}
-#: About 0.3 s of work each on the demo model with one thread (2 cores, measured).
+#: Enough texts per request to keep the demo model busy a sizeable part of a second.
 TEXTS = 2048
 
 

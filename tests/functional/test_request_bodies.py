@@ -101,8 +101,8 @@ def test_array_of_wrong_items_is_refused_without_an_error_per_item(item: bytes) 
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    # THEN it is a 400 naming the field, at the memory cost of the parsed JSON: pydantic's
-    # union used to build one error per item per accepted form (6 GB and 55 s for 6 MB)
+    # THEN it is a 400 naming the field, at the memory cost of the parsed JSON (a pydantic
+    # union would build one error per item per accepted form: gigabytes for a 6 MB body)
     assert refused.value.param == "input"
     assert peak < 64 * 2**20, f"{peak / 2**20:.0f} MiB"
 
@@ -146,7 +146,7 @@ def test_content_length_that_is_not_a_plain_number_is_no_server_error(
     header = value.decode("latin-1")
     # WHEN a small valid body comes with it
     status, _, content = asgi_call(app, b'{"input": "x"}', {**JSON, "content-length": header})
-    # THEN the body's real size decides: served (it used to be a 500 from int())
+    # THEN the body's real size decides: served (not a 500 from parsing the header)
     assert status == 200, content[:300]
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from siglip_text.cli import main
-from siglip_text.tools.load_test import payload, percentile
+from siglip_text.tools.load_generator import payload, percentile
 
 
 @pytest.mark.slow
