@@ -18,12 +18,12 @@ def test_serve_logs_server_errors_as_warnings_and_the_rest_at_debug(
     with caplog.at_level(logging.DEBUG, logger="siglip_text.test_observability"):
         observer.request_failed(status=503, code="service_unavailable")
         observer.request_failed(status=400, code="invalid_input")
-        observer.embeddings_served(inputs=2, tokens=9, latency_ms=1.5, cache_hits=1)
+        observer.embeddings_served(inputs=2, tokens=9, latency_ms=1.5, cache_hits=1, truncated=1)
 
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
         ("WARNING", "request failed status=503 code=service_unavailable"),
         ("DEBUG", "request failed status=400 code=invalid_input"),
-        ("DEBUG", "embedded inputs=2 tokens=9 latency_ms=1.50 cache_hits=1"),
+        ("DEBUG", "embedded inputs=2 tokens=9 latency_ms=1.50 cache_hits=1 truncated=1"),
     ]
 
 
@@ -31,7 +31,7 @@ def test_lambda_counts_each_kind_of_answer_as_a_metric() -> None:
     metrics = Metrics(namespace="SiglipTextTest", service="observability")
     observer = PowertoolsObserver(metrics, Logger(service="observability"))
 
-    observer.embeddings_served(inputs=2, tokens=9, latency_ms=1.5, cache_hits=0)
+    observer.embeddings_served(inputs=2, tokens=9, latency_ms=1.5, cache_hits=0, truncated=1)
     observer.request_failed(status=429, code="rate_limit_exceeded")
     observer.request_failed(status=500, code=None)
     observer.key_refresh_failed()
@@ -42,6 +42,7 @@ def test_lambda_counts_each_kind_of_answer_as_a_metric() -> None:
         "EmbeddingLatency",
         "Inputs",
         "Tokens",
+        "TruncatedInputs",
         "ClientErrors",
         "Throttled",
         "ServerErrors",
