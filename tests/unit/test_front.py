@@ -86,3 +86,45 @@ def test_a_request_cut_as_its_app_finishes_returns_only_once_the_503_is_written(
     error = json.loads(body["body"])
     assert_openai_error(error)
     assert error["error"]["code"] == "server_shutting_down"
+
+
+def test_a_body_past_the_limit_on_its_last_message_is_answered_without_waiting_for_more() -> None:
+    async def scenario() -> tuple[list[dict[str, Any]], int]:
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            raise AssertionError("a body past the limit never reaches the app")
+
+        front = Front(
+            admission=Admission(in_flight=1, pending=0),
+            max_body_bytes=8,
+            routes=[("POST", "/v1/embeddings")],
+            body_routes=frozenset({("POST", "/v1/embeddings")}),
+        )
+        front.around(app)
+        sent: list[dict[str, Any]] = []
+        reads_after_the_end = 0
+        # Mangum and in-process ASGI deliver the whole body as one last message; the declared
+        # length is within the limit so that the refusal comes from the bytes read.
+        delivered = [{"type": "http.request", "body": BODY, "more_body": False}]
+
+        async def receive() -> dict[str, Any]:
+            nonlocal reads_after_the_end
+            if delivered:
+                return delivered.pop()
+            reads_after_the_end += 1
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = dict(SCOPE, headers=[(b"content-type", b"application/json")])
+        await asyncio.wait_for(front(scope, receive, send), 30)
+        return sent, reads_after_the_end
+
+    # GIVEN a body whose only (and last) message takes it past the limit
+    sent, reads_after_the_end = asyncio.run(scenario())
+    # THEN the 413 is whole and the front never waited for a message that cannot come
+    assert reads_after_the_end == 0
+    assert sent[0]["status"] == 413
+    assert not sent[-1].get("more_body", False)
+    assert_openai_error(json.loads(sent[1]["body"]))

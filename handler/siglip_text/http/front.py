@@ -113,6 +113,7 @@ class _Exchange:
     window: asyncio.Timeout | None = None  # the shutdown deadline, while reading or waiting
     reading_since: float | None = None  # loop time its body read began, while it lasts
     received: int = 0  # bytes of its body read so far
+    body_complete: bool = False  # its last body message has arrived (nothing left to drain)
     evict: asyncio.Timeout | None = None  # cuts the body read short (`_evict_a_slow_reader`)
     released: asyncio.Event = field(default_factory=asyncio.Event)  # its admission is back
 
@@ -302,7 +303,10 @@ class Front:
                         await running.enter_async_context(self.admission.running())
                 except (PayloadTooLargeError, TimeoutError) as refused:
                     error = refused if isinstance(refused, SiglipError) else _shutting_down()
-                    await self._refuse(exchange, scope, receive, error, body_left=body_left)
+                    # Past the limit on its last message, a body has nothing left to drain:
+                    # waiting for more would hold the answer for the drain's idle timeout.
+                    left = body_left and not exchange.body_complete
+                    await self._refuse(exchange, scope, receive, error, body_left=left)
                     return
                 except RequestTimeoutError as slow:
                     # Not drained: a client this slow would hold the connection again.
@@ -383,6 +387,7 @@ class Front:
             size += len(chunk)
             if exchange is not None:
                 exchange.received = size
+                exchange.body_complete = not message.get("more_body", False)
             if size > self.max_body_bytes:
                 raise self._too_large()
             if chunk:
