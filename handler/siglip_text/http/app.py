@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
@@ -69,6 +68,7 @@ from .schemas import (
     TokenizeRequest,
     embeddings_response,
     json_items_at_most,
+    json_value,
 )
 from .tokenize import tokenize_body
 
@@ -461,8 +461,6 @@ def parse_request(body: bytes, *, max_inputs: int | None = None) -> OpenAICompat
     then makes the Python objects (a compact parse, not pydantic's JSON tree of every value)
     and the request schema's bounds stop validation at the first array too long.
     """
-    if not body or body.isspace():
-        raise InvalidInputError("the request body is empty; send a JSON object")
     if max_inputs is not None and not json_items_at_most(body, items_limit(max_inputs)):
         raise TooManyInputsError(
             f"the request holds more than {items_limit(max_inputs):,} values; at most "
@@ -470,15 +468,7 @@ def parse_request(body: bytes, *, max_inputs: int | None = None) -> OpenAICompat
             "accepted per request: split it",
             param="input",
         )
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        if "depth limit" in exc.msg:
-            raise InvalidInputError("the request body is nested too deeply") from None
-        where = f"line {exc.lineno} column {exc.colno}"
-        raise InvalidInputError(
-            f"the request body is not valid JSON (UTF-8): {exc.msg} at {where}"
-        ) from None
+    data = json_value(body)
     try:
         return OpenAICompatEmbeddingRequest.model_validate(data)
     except ValidationError as exc:

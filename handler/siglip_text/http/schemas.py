@@ -21,6 +21,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from ..engine.config import MAX_INPUTS_CEILING
+from ..engine.errors import InvalidInputError
 
 EncodingFormat = Literal["float", "base64"]
 #: Token ids per input (OpenAI's limit per input; this model reads the first 64).
@@ -45,6 +46,23 @@ def json_items(body: bytes) -> int:
     separators and containers outside its strings, plus one. Costs at most a copy of the body
     with its strings emptied, and one regular-expression pass."""
     return _structure(body) if b'"' not in body else _structure(_JSON_STRING.sub(b'""', body))
+
+
+def json_value(body: bytes) -> Any:
+    """A request body's JSON value, parsed by orjson (a compact parse, not pydantic's tree of
+    every value); `InvalidInputError` (a 400 that does not echo the body) when it is empty or
+    not JSON."""
+    if not body or body.isspace():
+        raise InvalidInputError("the request body is empty; send a JSON object")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        if "depth limit" in exc.msg:
+            raise InvalidInputError("the request body is nested too deeply") from None
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise InvalidInputError(
+            f"the request body is not valid JSON (UTF-8): {exc.msg} at {where}"
+        ) from None
 
 
 def json_items_at_most(body: bytes, limit: int) -> bool:

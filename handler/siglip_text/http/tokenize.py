@@ -21,7 +21,7 @@ from ..engine.errors import InvalidInputError, ResponseTooLargeError, TooManyInp
 from ..engine.limits import PROXY_ENVELOPE_BYTES
 from ..engine.service import EmbeddingService
 from ..engine.tokenization import Token
-from .schemas import TokenizeRequest, json_items_at_most
+from .schemas import TokenizeRequest, json_items_at_most, json_value
 
 INPUTS_SHAPE_MESSAGE = "'inputs' must be a string or an array of strings"
 #: Values a request may hold beyond its texts: its fields and the array.
@@ -41,23 +41,13 @@ def parse_tokenize_request(body: bytes, *, max_inputs: int) -> tuple[list[str], 
     """The texts and ``add_special_tokens`` of a ``/tokenize`` body; every failure is a 400
     (413 for too many inputs) that does not echo the input. As for embeddings, the body's
     values are counted before it is parsed, so memory is bounded by the inputs allowed."""
-    if not body or body.isspace():
-        raise InvalidInputError("the request body is empty; send a JSON object")
     if not json_items_at_most(body, max_inputs + ITEMS_SLACK):
         raise TooManyInputsError(
             f"the request holds more than {max_inputs + ITEMS_SLACK:,} values; at most "
             f"{max_inputs} inputs are accepted per request: split it",
             param="inputs",
         )
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        if "depth limit" in exc.msg:
-            raise InvalidInputError("the request body is nested too deeply") from None
-        where = f"line {exc.lineno} column {exc.colno}"
-        raise InvalidInputError(
-            f"the request body is not valid JSON (UTF-8): {exc.msg} at {where}"
-        ) from None
+    data = json_value(body)
     try:
         request = TokenizeRequest.model_validate(data)
     except ValidationError as exc:
