@@ -262,6 +262,20 @@ def function_env(model_dir: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def api_key_env(model_dir: Path, endpoint: str, arn: str) -> dict[str, str]:
+    """`function_env` under api-key: the secret's ARN (never its value), Secrets Manager at
+    ``endpoint`` (moto on loopback) with test credentials."""
+    return function_env(
+        model_dir,
+        SIGLIP_AUTH_MODE="api-key",
+        SIGLIP_API_KEY_SECRET_ARN=arn,
+        AWS_ENDPOINT_URL_SECRETS_MANAGER=endpoint,
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+    )
+
+
 @contextmanager
 def function_process(env: dict[str, str], work: Path) -> Iterator[FunctionProcess]:
     process = FunctionProcess(env, work)

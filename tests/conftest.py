@@ -16,8 +16,10 @@ from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 
+from devkit.snapstart_emulation import criu_unavailable
 from tests.support.aws_lambda import LambdaContext
 from tests.support.paths import FIXTURES
+from tests.support.secrets_manager import moto_endpoint
 from tests.support.servers import demo_server
 
 #: The export extra's packages: tests marked ``export`` need them.
@@ -97,3 +99,19 @@ def live_server() -> Iterator[str]:
     """A real `siglip-text serve --demo` process on a free loopback port; yields its base URL."""
     with demo_server() as base:
         yield base
+
+
+@pytest.fixture
+def criu() -> None:
+    """Skips, naming why, where CRIU cannot checkpoint (the SnapStart emulation tests)."""
+    reason = criu_unavailable()
+    if reason is not None:
+        pytest.skip(f"CRIU cannot checkpoint here: {reason}")
+
+
+@pytest.fixture
+def moto_server() -> Iterator[str]:
+    """Secrets Manager (moto in server mode) on loopback, for processes the test starts."""
+    pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
+    with moto_endpoint() as endpoint:
+        yield endpoint

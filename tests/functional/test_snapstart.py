@@ -20,7 +20,7 @@ from siglip_text.aws.snapstart import NOT_RESTORED
 from siglip_text.engine.errors import KeysUnavailableError
 
 from devkit.snapstart_emulation import (
-    function_env,
+    api_key_env,
     function_process,
     mask,
     run_after_restore,
@@ -28,7 +28,7 @@ from devkit.snapstart_emulation import (
 )
 from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event
 from tests.support.openai_shapes import assert_openai_error
-from tests.support.secrets_manager import moto_endpoint, secrets_client
+from tests.support.secrets_manager import secrets_client
 
 snapshot_restore_py = pytest.importorskip(
     "snapshot_restore_py", reason="snapshot-restore-py is a runtime dependency"
@@ -195,25 +195,6 @@ def test_after_restore_the_thread_count_is_detected_again(
 
 
 # --- in its own process, Secrets Manager on loopback ------------------------------------------
-
-
-@pytest.fixture
-def moto_server() -> Iterator[str]:
-    pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
-    with moto_endpoint() as endpoint:
-        yield endpoint
-
-
-def api_key_env(demo_dir: Path, endpoint: str, arn: str) -> dict[str, str]:
-    return function_env(
-        demo_dir,
-        SIGLIP_AUTH_MODE="api-key",
-        SIGLIP_API_KEY_SECRET_ARN=arn,
-        AWS_ENDPOINT_URL_SECRETS_MANAGER=endpoint,
-        AWS_DEFAULT_REGION="us-east-1",
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-    )
 
 
 @pytest.mark.slow  # searches every object of the function's process: seconds

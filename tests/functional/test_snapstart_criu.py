@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,32 +22,17 @@ from devkit.snapstart_emulation import (
     FunctionProcess,
     criu_dump,
     criu_restore,
-    criu_unavailable,
     function_env,
     wait_gone,
 )
 from tests.support.aws_lambda import load_event
-from tests.support.secrets_manager import moto_endpoint, secrets_client
+from tests.support.secrets_manager import secrets_client
 
 pytestmark = pytest.mark.slow
 
 # Test values, not credentials.
 KEY = "sk-siglip-test-key-0123456789abcdef"
 NEW_KEY = "sk-siglip-rotated-key-fedcba9876543210"
-
-
-@pytest.fixture
-def criu() -> None:
-    reason = criu_unavailable()
-    if reason is not None:
-        pytest.skip(f"CRIU cannot checkpoint here: {reason}")
-
-
-@pytest.fixture
-def moto_server() -> Iterator[str]:
-    pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
-    with moto_endpoint() as endpoint:
-        yield endpoint
 
 
 def embed_event(key: str) -> dict[str, Any]:

@@ -22,7 +22,6 @@ from devkit.snapstart_emulation import (
     FunctionProcess,
     criu_dump,
     criu_restore,
-    criu_unavailable,
     function_env,
     wait_gone,
 )
@@ -35,13 +34,6 @@ pytestmark = pytest.mark.slow
 KEY = "sk-siglip-test-key-0123456789abcdef"
 #: Lambda's limit on the runtime and the after-restore hooks together.
 LAMBDA_RESTORE_LIMIT_SECONDS = 10.0
-
-
-@pytest.fixture
-def criu() -> None:
-    reason = criu_unavailable()
-    if reason is not None:
-        pytest.skip(f"CRIU cannot checkpoint here: {reason}")
 
 
 @pytest.fixture

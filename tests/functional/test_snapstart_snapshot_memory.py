@@ -21,51 +21,22 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from devkit.snapstart_emulation import (
     FunctionProcess,
+    api_key_env,
     checkpoint_copies,
     criu_dump,
-    criu_unavailable,
-    function_env,
     template_key,
 )
-from tests.support.secrets_manager import moto_endpoint, secrets_client
+from tests.support.secrets_manager import secrets_client
 
 pytestmark = pytest.mark.slow
 
 CHECKPOINTS = int(os.environ.get("SIGLIP_SNAPSHOT_CHECKPOINTS", "8"))
-
-
-@pytest.fixture
-def criu() -> None:
-    reason = criu_unavailable()
-    if reason is not None:
-        pytest.skip(f"CRIU cannot checkpoint here: {reason}")
-
-
-@pytest.fixture
-def moto_server() -> Iterator[str]:
-    pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
-    with moto_endpoint() as endpoint:
-        yield endpoint
-
-
-def api_key_env(demo_dir: Path, endpoint: str, arn: str) -> dict[str, str]:
-    """The function's environment: the secret's ARN, never its value."""
-    return function_env(
-        demo_dir,
-        SIGLIP_AUTH_MODE="api-key",
-        SIGLIP_API_KEY_SECRET_ARN=arn,
-        AWS_ENDPOINT_URL_SECRETS_MANAGER=endpoint,
-        AWS_DEFAULT_REGION="us-east-1",
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-    )
 
 
 def checkpoint(
