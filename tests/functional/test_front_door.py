@@ -26,11 +26,11 @@ from mangum import Mangum
 from moto import mock_aws
 from siglip_text import serve
 from siglip_text.engine.config import Settings
-from siglip_text.engine.errors import AuthenticationError
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.admission import Admission
 from siglip_text.http.app import create_app
 from siglip_text.http.auth import ApiKeyAuthenticator
+from siglip_text.http.errors import AuthenticationError
 
 from tests.support.aws_lambda import (
     LambdaContext,
@@ -77,7 +77,7 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
         return real_admit(self)
 
     monkeypatch.setattr(Admission, "admit", admit)
-    for name in ("siglip_text.http.front", "siglip_text.http.app"):
+    for name in ("siglip_text.http.gate", "siglip_text.http.front", "siglip_text.http.app"):
         module = importlib.import_module(name)
         real = getattr(module, "declares_more_than", None)
         if real is not None:
