@@ -245,8 +245,14 @@ OPENAPI_PATH = "/openapi.json"
 
 
 def route_table() -> tuple[tuple[str, str], ...]:
-    """(method, path) of every route, the OpenAPI schema's included."""
-    return (*((r.method, r.path) for r in ROUTES), ("GET", OPENAPI_PATH))
+    """(method, path) of every route, the OpenAPI schema's included; each ``GET`` also
+    answers ``HEAD`` (RFC 9110 section 9.1: general-purpose servers support both)."""
+    table = [*((r.method, r.path) for r in ROUTES), ("GET", OPENAPI_PATH)]
+    return tuple(pair for method, path in table for pair in _with_head(method, path))
+
+
+def _with_head(method: str, path: str) -> tuple[tuple[str, str], ...]:
+    return ((method, path), ("HEAD", path)) if method == "GET" else ((method, path),)
 
 
 # --- the error handlers: the only ones -------------------------------------------------------
@@ -352,6 +358,8 @@ def create_app(
     )
     for route in ROUTES:
         app.add_api_route(route.path, route.endpoint, methods=[route.method], **route.options)
+        if route.method == "GET":  # the front sends HEAD's status and headers, no content
+            app.add_api_route(route.path, route.endpoint, methods=["HEAD"], include_in_schema=False)
     app.state.served = Served(
         service,
         settings,

@@ -249,7 +249,7 @@ def route_not_found(method: str, path: str, routes: Sequence[tuple[str, str]]) -
             f"{method} {API_PREFIX}{path}, i.e. a base URL that ends in {API_PREFIX} "
             f"(OpenAI clients: base_url='http://<host>:<port>{API_PREFIX}')"
         )
-    listed = ", ".join(f"{m} {p}" for m, p in routes)
+    listed = ", ".join(f"{m} {p}" for m, p in routes if m != "HEAD")
     return RouteNotFoundError(f"Invalid URL ({asked}); the routes are {listed}")
 
 
