@@ -12,17 +12,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import boto3
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from moto import mock_aws
 from siglip_text import __version__, serve
 from siglip_text.engine.config import Settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.errors import AuthenticationError
 
 from tests.support.aws_lambda import LambdaContext, imported_lambda, lambda_answer, load_event
+from tests.support.keyed_lambda import keyed_lambda
 from tests.support.openai_shapes import assert_openai_error
 
 # The key in events/*-with-api-key.json (a test value, not a credential).
@@ -194,22 +193,14 @@ def test_serve_answers_a_doubled_authorization_with_a_400_in_either_order(
 
 
 @pytest.fixture(scope="module")
-def keyed_lambda(demo_dir: Path) -> Iterator[ModuleType]:
-    patch = pytest.MonkeyPatch()
-    patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with mock_aws():
-        secrets = boto3.client("secretsmanager", region_name="us-east-1")
-        arn = secrets.create_secret(Name="siglip-text/api-key", SecretString=KEY)["ARN"]
-        with imported_lambda(
-            demo_dir, SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=arn
-        ) as module:
-            yield module
-    patch.undo()
+def lambda_with_api_key(demo_dir: Path) -> Iterator[ModuleType]:
+    with keyed_lambda(demo_dir, KEY) as module:
+        yield module
 
 
 @pytest.mark.parametrize("order", ["right first", "wrong first"])
 def test_lambda_answers_a_doubled_authorization_with_a_400_in_either_order(
-    keyed_lambda: ModuleType, order: str
+    lambda_with_api_key: ModuleType, order: str
 ) -> None:
     values = [f"Bearer {KEY}", "Bearer wrong"]
     if order == "wrong first":
@@ -222,6 +213,6 @@ def test_lambda_answers_a_doubled_authorization_with_a_400_in_either_order(
     url = event("url", "POST", "/v1/embeddings", authorization=",".join(values))
     for sent in (rest, url):
         # WHEN it is invoked THEN the answer is the same 400 as serve's
-        assert_doubled_authorization(*invoke(keyed_lambda, sent)[::2])
+        assert_doubled_authorization(*invoke(lambda_with_api_key, sent)[::2])
     one = event("url", "POST", "/v1/embeddings", authorization=f"Bearer {KEY}")
-    assert invoke(keyed_lambda, one)[0] == 200
+    assert invoke(lambda_with_api_key, one)[0] == 200

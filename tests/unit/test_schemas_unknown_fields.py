@@ -1,11 +1,13 @@
-"""Unknown request fields: the request models skip them unbuilt, and `errors.unknown_fields`
-names them (the endpoints refuse them from the body's keys alone)."""
+"""Unknown request fields: the request models skip them unbuilt, and
+`errors.refuse_unknown_fields` refuses them, from the body's keys alone."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from siglip_text.http.errors import UnknownFieldError, unknown_fields
+import pytest
+from siglip_text.http.errors import UnknownFieldError, refuse_unknown_fields
 from siglip_text.http.schemas import OpenAICompatEmbeddingRequest, TokenizeRequest
 
 
@@ -16,17 +18,24 @@ def test_unknown_fields_are_skipped_by_the_model_never_built() -> None:
     assert request.model_extra is None  # nothing of "extra" was built
 
 
-def test_unknown_fields_names_the_first_and_lists_the_known_ones() -> None:
+def refusal(data: Any, model: Any = OpenAICompatEmbeddingRequest) -> UnknownFieldError:
+    with pytest.raises(UnknownFieldError) as refused:
+        refuse_unknown_fields(data, model.model_fields, {})
+    return refused.value
+
+
+def test_an_unknown_field_is_named_and_the_known_ones_listed() -> None:
     known = OpenAICompatEmbeddingRequest.model_fields
-    assert unknown_fields({"input": "x", "user": "u", "input_type": "query"}, known, {}) is None
-    error = unknown_fields({"input": "x", "colour": 1}, known, {})
-    assert isinstance(error, UnknownFieldError) and error.param == "colour"
+    refuse_unknown_fields({"input": "x", "user": "u", "input_type": "query"}, known, {})
+    refuse_unknown_fields(["not", "an", "object"], known, {})  # the schema refuses it
+    error = refusal({"input": "x", "colour": 1})
+    assert error.param == "colour"
     assert "'truncate'" in error.message and "'input_type'" in error.message
 
 
 def test_an_unknown_name_is_escaped_and_shortened_in_the_answer() -> None:
-    error = unknown_fields({"inputs": "x", "\n" * 500: 1}, TokenizeRequest.model_fields, {})
-    assert error is not None and error.param is not None
+    error = refusal({"inputs": "x", "\n" * 500: 1}, TokenizeRequest)
+    assert error.param is not None
     assert "\n" not in error.message and len(error.param) <= 40
 
 

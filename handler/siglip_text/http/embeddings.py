@@ -28,7 +28,7 @@ from ..engine.errors import (
 )
 from ..engine.limits import Deadline
 from ..engine.service import Embeddings, EmbeddingService, Inputs, TextInputs, TokenIdInputs
-from .errors import short, unexpected, unknown_fields
+from .errors import refuse_unknown_fields, short, unexpected
 from .response_size import check_response_fits
 from .schemas import (
     MAX_TOKEN_IDS_PER_INPUT,
@@ -127,10 +127,7 @@ def parse_request(body: bytes, *, max_inputs: int | None = None) -> OpenAICompat
             param="input",
         )
     data = json_value(body)
-    if isinstance(data, dict):
-        unknown = unknown_fields(data, OpenAICompatEmbeddingRequest.model_fields, FIELD_ADVICE)
-        if unknown is not None:
-            raise unknown
+    refuse_unknown_fields(data, OpenAICompatEmbeddingRequest.model_fields, FIELD_ADVICE)
     try:
         return OpenAICompatEmbeddingRequest.model_validate(data)
     except ValidationError as exc:

@@ -261,16 +261,15 @@ def method_not_allowed(method: str, path: str, allowed: Sequence[str]) -> Method
     )
 
 
-def unknown_fields(
-    data: Mapping[str, Any], known: Mapping[str, Any], advice: Mapping[str, str]
-) -> UnknownFieldError | None:
-    """OpenAI's rule: a field the endpoint does not define (not in ``known``) is a 400 that
-    names it, OpenAI's own message then what to do here (``advice`` by field name), never
-    silently ignored: a client written for another server would get an answer other than
-    the one it asked for. None when every field is known. Only the body's keys are read."""
-    unknown = [name for name in data if name not in known]
+def refuse_unknown_fields(data: Any, known: Mapping[str, Any], advice: Mapping[str, str]) -> None:
+    """OpenAI's rule: a field the endpoint does not define (not in ``known``) is a 400
+    (`UnknownFieldError`) that names it: OpenAI's own message, then what to do here
+    (``advice``, by field name). Never silently ignored: a client written for another server
+    would get an answer other than the one it asked for. Only the keys of a JSON object are
+    read (anything else is left to the schema's own refusal)."""
+    unknown = [name for name in data if name not in known] if isinstance(data, dict) else []
     if not unknown:
-        return None
+        return
     names = ", ".join(short(name, 40) for name in unknown[:5])
     if len(unknown) > 5:
         names += f" (and {len(unknown) - 5} more)"
@@ -279,7 +278,7 @@ def unknown_fields(
     hint = advice.get(first) or (
         "this endpoint's fields are " + ", ".join(f"'{f}'" for f in known) + "; remove it"
     )
-    return UnknownFieldError(
+    raise UnknownFieldError(
         f"Unrecognized request argument{plural} supplied: {names}. {hint[0].upper()}{hint[1:]}",
         param=short(first, 40),
     )

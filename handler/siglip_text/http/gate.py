@@ -6,8 +6,7 @@ In order:
 
 1. when configured (`serve` bound to loopback), a ``Host`` that is not a loopback name is a
    400 (a web page that rebinds its DNS name to 127.0.0.1 cannot read the answers);
-2. once the shutdown grace period has ended, every request with a body, or for a route that
-   takes one, is a 503 (the others pass: nothing held, nothing to cut);
+2. once the shutdown grace period has ended, every request is a 503 (its body drained);
 3. the key is checked for the routes under ``/v1`` and for any request that carries a body,
    whatever its route, before anything is admitted or read: a client without a key never
    holds a place. An ``Authorization`` header sent twice (or joined with a comma by a proxy:

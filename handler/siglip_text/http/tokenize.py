@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from ..engine.errors import InvalidInputError, TooManyInputsError
 from ..engine.service import EmbeddingService
 from ..engine.tokenization import Token
-from .errors import ResponseTooLargeError, unknown_fields
+from .errors import ResponseTooLargeError, refuse_unknown_fields
 from .response_size import PROXY_ENVELOPE_BYTES
 from .schemas import TokenizeRequest, json_items_at_most, json_value
 
@@ -54,10 +54,7 @@ def parse_tokenize_request(body: bytes, *, max_inputs: int) -> tuple[list[str], 
             param="inputs",
         )
     data = json_value(body)
-    if isinstance(data, dict):
-        unknown = unknown_fields(data, TokenizeRequest.model_fields, FIELD_ADVICE)
-        if unknown is not None:
-            raise unknown
+    refuse_unknown_fields(data, TokenizeRequest.model_fields, FIELD_ADVICE)
     try:
         request = TokenizeRequest.model_validate(data)
     except ValidationError as exc:
