@@ -1,5 +1,5 @@
-"""ASGI's shapes and the few things the front's parts do with them: read a header, send an
-error answer, remember whether a response has started."""
+"""ASGI's shapes and the few things the front's parts do with them: send an error answer,
+remember whether a response has started, answer a HEAD without content."""
 
 from __future__ import annotations
 
@@ -14,19 +14,6 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-def header(scope: Scope, name: bytes) -> bytes | None:
-    """The first value of header ``name`` (lowercase), or None."""
-    for key, value in scope.get("headers", ()):
-        if key.lower() == name:
-            return bytes(value)
-    return None
-
-
-def header_values(scope: Scope, name: bytes) -> list[bytes]:
-    """Every value of header ``name`` (lowercase), in the order sent."""
-    return [bytes(value) for key, value in scope.get("headers", ()) if key.lower() == name]
 
 
 async def send_error(send: Send, error: SiglipError, *, more_body: bool = False) -> None:

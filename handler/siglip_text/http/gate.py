@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..engine.errors import SiglipError
-from .asgi import Scope, header, header_values
+from .asgi import Scope
 from .errors import (
     API_PREFIX,
     InvalidHeaderError,
@@ -45,6 +45,11 @@ from .errors import (
     short,
 )
 
+#: The headers the gate reads (their first value), besides every ``Authorization``.
+_READ = frozenset(
+    {b"content-length", b"transfer-encoding", b"host", b"content-type", b"content-encoding"}
+    | {b"expect"}
+)
 #: The names a server bound to loopback answers to (any port).
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
@@ -65,20 +70,28 @@ class Head:
 
     @classmethod
     def of(cls, scope: Scope) -> Head:
-        content_length = header(scope, b"content-length")
-        chunked = header(scope, b"transfer-encoding") is not None
+        found: dict[bytes, bytes] = {}
+        authorization: list[bytes] = []
+        for key, value in scope.get("headers", ()):  # one pass: this runs for every request
+            name = bytes(key).lower()
+            if name == b"authorization":
+                authorization.append(bytes(value))
+            elif name in _READ and name not in found:
+                found[name] = bytes(value)
+        content_length = found.get(b"content-length")
         return cls(
             method=str(scope.get("method", "")),
             path=str(scope.get("path", "")),
             # Chunked, or a declared length other than 0.
-            has_body=chunked or (content_length is not None and content_length.lstrip(b"0") != b""),
-            host=header(scope, b"host"),
-            authorization=tuple(header_values(scope, b"authorization")),
-            content_type=header(scope, b"content-type"),
-            content_encoding=header(scope, b"content-encoding"),
+            has_body=b"transfer-encoding" in found
+            or (content_length is not None and content_length.lstrip(b"0") != b""),
+            host=found.get(b"host"),
+            authorization=tuple(authorization),
+            content_type=found.get(b"content-type"),
+            content_encoding=found.get(b"content-encoding"),
             content_length=content_length,
             # The client waits for ``100 Continue`` before it sends the body: nothing to drain.
-            expects_continue=(header(scope, b"expect") or b"").lower() == b"100-continue",
+            expects_continue=found.get(b"expect", b"").lower() == b"100-continue",
         )
 
     @property
