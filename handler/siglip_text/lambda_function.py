@@ -46,9 +46,9 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from mangum import Mangum
 
-from .engine.limits import LAMBDA_RESPONSE_LIMIT_BYTES
 from .http.app import create_app
 from .http.observability import PowertoolsObserver
+from .http.response_size import LAMBDA_RESPONSE_LIMIT_BYTES
 
 SERVICE_NAME = os.environ.get("POWERTOOLS_SERVICE_NAME", "siglip-text")
 METRICS_NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "SiglipText")

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .engine.config import ENV_PREFIX, Settings, demo_model_dir, load_settings
-from .engine.errors import ConfigError, OverloadedError, SiglipError
+from .engine.errors import ConfigError, SiglipError
 
 if TYPE_CHECKING:
     from .engine.service import EmbeddingService
@@ -247,7 +247,7 @@ def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[asy
     and the connection cap of the module docstring."""
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    from .http.errors import error_answer, error_json
+    from .http.errors import OverloadedError, error_answer, error_json
 
     refusal = error_answer(
         OverloadedError(

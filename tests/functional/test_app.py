@@ -109,9 +109,14 @@ def test_usage_counts_tokens_fed_including_eos_excluding_pads(client: TestClient
     assert 64 + 2 <= expected <= 64 + 10
 
 
-def test_user_and_unknown_fields_are_ignored(client: TestClient) -> None:
-    response = post(client, {"input": "x", "user": "user-1234", "extra_thing": {"a": 1}})
-    assert response.status_code == 200
+def test_user_and_input_type_are_accepted_and_an_unknown_field_is_a_400(
+    client: TestClient,
+) -> None:
+    accepted = post(client, {"input": "x", "user": "user-1234", "input_type": "query"})
+    assert accepted.status_code == 200
+    error = expect_error(post(client, {"input": "x", "extra_thing": {"a": 1}}), 400)
+    assert error["param"] == "extra_thing"
+    assert error["message"].startswith("Unrecognized request argument supplied: extra_thing")
 
 
 def test_dimensions_equal_to_native_is_accepted(client: TestClient) -> None:

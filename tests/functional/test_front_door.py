@@ -19,18 +19,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import boto3
 import pytest
 from fastapi.testclient import TestClient
 from mangum import Mangum
-from moto import mock_aws
 from siglip_text import serve
 from siglip_text.engine.config import Settings
-from siglip_text.engine.errors import AuthenticationError
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.admission import Admission
 from siglip_text.http.app import create_app
 from siglip_text.http.auth import ApiKeyAuthenticator
+from siglip_text.http.errors import AuthenticationError
 
 from tests.support.aws_lambda import (
     LambdaContext,
@@ -40,6 +38,7 @@ from tests.support.aws_lambda import (
     load_event,
 )
 from tests.support.hostile import Hostile
+from tests.support.keyed_lambda import keyed_lambda
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.paths import ROOT
 
@@ -77,7 +76,7 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
         return real_admit(self)
 
     monkeypatch.setattr(Admission, "admit", admit)
-    for name in ("siglip_text.http.front", "siglip_text.http.app"):
+    for name in ("siglip_text.http.gate", "siglip_text.http.front", "siglip_text.http.app"):
         module = importlib.import_module(name)
         real = getattr(module, "declares_more_than", None)
         if real is not None:
@@ -119,15 +118,9 @@ def test_serve_authenticates_bounds_and_admits_each_request_once(
 
 
 @pytest.fixture
-def lambda_with_api_key(demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with mock_aws():
-        client = boto3.client("secretsmanager", region_name="us-east-1")
-        arn = client.create_secret(Name="siglip-text/api-key", SecretString=KEY)["ARN"]
-        with imported_lambda(
-            demo_dir, SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=arn
-        ) as module:
-            yield module
+def lambda_with_api_key(demo_dir: Path) -> Iterator[ModuleType]:
+    with keyed_lambda(demo_dir, KEY) as module:
+        yield module
 
 
 def test_lambda_authenticates_bounds_and_admits_each_request_once(

@@ -19,9 +19,9 @@ import httpx
 import pytest
 from openai import APIStatusError, AsyncOpenAI
 from siglip_text.engine.config import load_settings
-from siglip_text.engine.limits import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_that_fit
 from siglip_text.engine.loading import load_service
 from siglip_text.http.app import create_app
+from siglip_text.http.response_size import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_that_fit
 
 from tests.support.asgi import asgi_call
 from tests.support.aws_lambda import LambdaContext, imported_lambda, lambda_answer, load_event

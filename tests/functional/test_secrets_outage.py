@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from siglip_text.engine.config import load_settings
-from siglip_text.engine.errors import KeysUnavailableError
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 from siglip_text.http.auth import ApiKeyAuthenticator, build_authenticator, default_provider
+from siglip_text.http.errors import KeysUnavailableError
 
 from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event
 from tests.support.openai_shapes import assert_openai_error

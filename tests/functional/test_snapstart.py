@@ -17,7 +17,7 @@ import boto3
 import pytest
 from moto import mock_aws
 from siglip_text.aws.snapstart import NOT_RESTORED
-from siglip_text.engine.errors import KeysUnavailableError
+from siglip_text.http.errors import KeysUnavailableError
 
 from devkit.snapstart_emulation import (
     api_key_env,

@@ -21,7 +21,8 @@ import boto3
 import pytest
 from moto import mock_aws
 from siglip_text.aws.snapstart import KEY_READ_DEADLINE_SECONDS
-from siglip_text.engine.errors import ConfigError, KeysUnavailableError
+from siglip_text.engine.errors import ConfigError
+from siglip_text.http.errors import KeysUnavailableError
 
 from devkit.snapstart_emulation import record_secrets_calls, run_after_restore, run_before_snapshot
 from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 import pytest
-from siglip_text.engine.limits import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_that_fit
+from siglip_text.http.response_size import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_that_fit
 
 from devkit.deployment import load_template, samconfig_parameters
 from devkit.sam import resolve

@@ -3,8 +3,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from siglip_text.engine.errors import OverloadedError
 from siglip_text.http.admission import Admission
+from siglip_text.http.errors import OverloadedError
 
 
 def test_requests_beyond_in_flight_plus_pending_are_refused_at_once() -> None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from siglip_text.engine.errors import AuthenticationError
 from siglip_text.http.auth import SecretFormatError, bearer_token, parse_keys
+from siglip_text.http.errors import AuthenticationError
 
 KEY = "sk-0123456789abcdef-new"
 OLD = "sk-0123456789abcdef-old"

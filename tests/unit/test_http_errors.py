@@ -7,24 +7,30 @@ import json
 
 import pytest
 from siglip_text.engine.errors import (
-    AuthenticationError,
     ConfigError,
     InferenceError,
     InvalidInputError,
     ModelLoadError,
     ModelNotFoundError,
-    OverloadedError,
-    PayloadTooLargeError,
-    ShuttingDownError,
     SiglipError,
     TokenIdInputsRejectedError,
     TooManyInputsError,
 )
 from siglip_text.http.errors import (
+    ERRORS,
     INTERNAL_ERROR_MESSAGE,
+    AuthenticationError,
+    HeadersTooLargeError,
+    InvalidHeaderError,
+    KeysUnavailableError,
+    OverloadedError,
+    PayloadTooLargeError,
+    ShuttingDownError,
+    UnsupportedContentEncodingError,
     body_too_large,
     declares_more_than,
     error_answer,
+    method_not_allowed,
     status_for,
 )
 
@@ -42,6 +48,10 @@ from tests.support.openai_shapes import assert_openai_error
         (TooManyInputsError("x"), 413, "invalid_request_error"),
         (OverloadedError("x"), 429, "rate_limit_error"),
         (ShuttingDownError("x"), 503, "server_error"),
+        (KeysUnavailableError(), 503, "server_error"),
+        (InvalidHeaderError("x"), 400, "invalid_request_error"),
+        (UnsupportedContentEncodingError("x"), 415, "invalid_request_error"),
+        (HeadersTooLargeError("x"), 431, "invalid_request_error"),
         (InferenceError("x"), 500, "server_error"),
         (ModelLoadError("x"), 500, "server_error"),
         (ConfigError("x"), 500, "server_error"),
@@ -65,6 +75,9 @@ def test_each_error_kind_maps_to_its_status_and_openai_type(
         (OverloadedError("busy"), {"Retry-After": "1"}),
         (ShuttingDownError("stopping"), {"Retry-After": "1"}),
         (AuthenticationError("no key"), {"WWW-Authenticate": "Bearer"}),
+        (KeysUnavailableError(retry_after=7), {"Retry-After": "7"}),
+        (method_not_allowed("PUT", "/health", ["GET", "HEAD"]), {"Allow": "GET, HEAD"}),
+        (UnsupportedContentEncodingError("gzip"), {"Accept-Encoding": "identity"}),
         (InvalidInputError("bad"), {}),
         (InferenceError("nan"), {}),
     ],
@@ -73,6 +86,26 @@ def test_refusals_to_retry_say_when_and_401_names_the_scheme(
     error: SiglipError, headers: dict[str, str]
 ) -> None:
     assert error_answer(error).headers == headers
+
+
+def test_the_engine_defines_no_protocol_kind_and_the_table_covers_every_http_kind() -> None:
+    from siglip_text.engine import errors as engine_errors
+    from siglip_text.http import errors as http_errors
+
+    engine_kinds = {
+        value
+        for value in vars(engine_errors).values()
+        if isinstance(value, type) and issubclass(value, SiglipError)
+    }
+    protocol_statuses = {401, 405, 408, 415, 429, 431, 503}
+    assert not [k for k in engine_kinds if k in ERRORS and ERRORS[k].status in protocol_statuses]
+    http_kinds = [
+        value
+        for value in vars(http_errors).values()
+        if isinstance(value, type) and issubclass(value, SiglipError) and value not in engine_kinds
+    ]
+    unlisted = [k for k in http_kinds if not any(b in ERRORS for b in k.__mro__[:-2])]
+    assert http_kinds and not unlisted
 
 
 def test_a_500_says_only_the_generic_message_and_a_503_says_why() -> None:

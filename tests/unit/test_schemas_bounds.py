@@ -13,7 +13,7 @@ import pytest
 from siglip_text.engine.config import Settings
 from siglip_text.engine.errors import InvalidInputError, TooManyInputsError
 from siglip_text.engine.service import EmbeddingService
-from siglip_text.http.app import items_limit, parse_request, validate_request
+from siglip_text.http.embeddings import items_limit, parse_request, validate_request
 from siglip_text.http.schemas import (
     MAX_TOKEN_IDS_PER_INPUT,
     MAX_TOKEN_IDS_PER_REQUEST,

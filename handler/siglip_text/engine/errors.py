@@ -1,7 +1,9 @@
-"""The project's exceptions.
+"""The engine's exceptions: what loading, tokenizing and embedding can refuse or fail at.
 
-The engine raises only these; `http/errors.py`'s `ERRORS` table is the one place that maps each kind
-to an HTTP status and an OpenAI error ``type``.
+The engine raises only these, and knows nothing of HTTP: the protocol's own kinds (routes,
+methods, hosts, media types, body sizes, timeouts, keys, overload, shutdown) live in
+`http/errors.py`, whose `ERRORS` table is the one place that maps each kind, these included,
+to an HTTP status, an OpenAI error ``type`` and the headers of its answer.
 """
 
 from __future__ import annotations
@@ -69,12 +71,6 @@ class InputTooLongError(InvalidInputError):
     code = "context_length_exceeded"
 
 
-class InvalidHostError(InvalidInputError):
-    """Raised when `serve`, bound to loopback, gets a ``Host`` that is not a loopback name."""
-
-    code = "invalid_host"
-
-
 class TokenIdInputsRejectedError(InvalidInputError):
     """Raised when a request sends token ids and the endpoint takes text only."""
 
@@ -87,88 +83,16 @@ class TooManyInputsError(SiglipError):
     code = "too_many_inputs"
 
 
-class PayloadTooLargeError(SiglipError):
-    """Raised when a request body is larger than the configured bound."""
-
-    code = "payload_too_large"
-
-
-class ResponseTooLargeError(SiglipError):
-    """Raised when a request's answer could exceed the frontend's response limit."""
-
-    code = "response_too_large"
-
-
 class InsufficientTimeError(SiglipError):
     """Raised when a request's compute cannot finish in the invocation's remaining time."""
 
     code = "insufficient_time"
 
 
-class RouteNotFoundError(SiglipError):
-    """Raised when no route has the request's path (the message names the routes)."""
-
-    code = "not_found"
-
-
-class MethodNotAllowedError(SiglipError):
-    """Raised when the request's path is a route, but not for its method."""
-
-    code = "method_not_allowed"
-
-    def __init__(self, message: str, *, allow: str) -> None:
-        super().__init__(message)
-        self.allow = allow
-
-
 class ModelNotFoundError(SiglipError):
     """Raised when a request names a model other than the one served."""
 
     code = "model_not_found"
-
-
-class AuthenticationError(SiglipError):
-    """Raised when the API key is missing or wrong (auth mode ``api-key``)."""
-
-    code = "invalid_api_key"
-
-
-class OverloadedError(SiglipError):
-    """Raised when admission is full: in-flight plus pending requests reached the bound."""
-
-    code = "rate_limit_exceeded"
-
-
-class ShuttingDownError(SiglipError):
-    """Raised when `serve` stops and its shutdown grace period ran out before a request ran."""
-
-    code = "server_shutting_down"
-
-
-class KeysUnavailableError(SiglipError):
-    """Raised when no API key may be used: the secret could not be read for longer than the
-    maximum staleness (or since the keys were dropped). Fails closed: 503, never open."""
-
-    code = "auth_unavailable"
-
-    def __init__(self, *, retry_after: int = 1) -> None:
-        super().__init__(
-            "The API keys cannot be checked right now (the key store is unreachable); retry "
-            "after the delay in the Retry-After header"
-        )
-        self.retry_after = retry_after
-
-
-class RequestTimeoutError(SiglipError):
-    """Raised when a request body arrives too slowly (`serve`: idle or total read timeout)."""
-
-    code = "request_timeout"
-
-
-class UnsupportedMediaTypeError(SiglipError):
-    """Raised when a request body is not declared ``Content-Type: application/json``."""
-
-    code = "unsupported_media_type"
 
 
 class InferenceError(SiglipError):

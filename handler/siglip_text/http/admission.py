@@ -8,15 +8,27 @@ joining an unbounded queue. A request holds two things: its *admission* (one of
 app parses it, on Lambda and under `serve` alike; ``slot()`` takes both at once. On Lambda
 each environment serves one request at a time (the admission never refuses there) and the
 function's reserved concurrency is the real bound.
+
+When admission is full, `evict_a_slow_reader` makes room: the upload that has been arriving
+longest, for at least `SLOW_READER_SECONDS` at less than `SLOW_READER_BYTES_PER_SECOND`, is
+cut (408), so clients that trickle their bodies never keep a prompt one out (an ordinary
+body arrives in milliseconds).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
-from ..engine.errors import OverloadedError
+from .errors import OverloadedError
+from .exchange import Exchange, Stage
+
+#: When admission is full, a body that has been arriving for this long, at less than this
+#: rate, is cut (408) to make room for the newcomer: a client trickling its body.
+SLOW_READER_SECONDS = 1.0
+SLOW_READER_BYTES_PER_SECOND = 16 * 1024
 
 
 class Admission:
@@ -60,3 +72,27 @@ class Admission:
         with self.admit():
             async with self.running():
                 yield
+
+
+async def evict_a_slow_reader(exchanges: Iterable[Exchange]) -> bool:
+    """Admission is full: cut the slowest long upload among ``exchanges`` (see the module
+    docstring) and wait, briefly, for its place; False when none is slow enough."""
+    now = asyncio.get_running_loop().time()
+    readers = [
+        ex
+        for ex in exchanges
+        if ex.stage is Stage.READING
+        and ex.evict is not None
+        and ex.upload is not None
+        and now - ex.upload.since >= SLOW_READER_SECONDS
+        and ex.upload.received < SLOW_READER_BYTES_PER_SECOND * (now - ex.upload.since)
+    ]
+    if not readers:
+        return False
+    victim = min(readers, key=lambda ex: ex.upload.since if ex.upload else now)
+    assert victim.evict is not None
+    victim.evict.reschedule(now)
+    victim.stage = Stage.ARRIVED  # cut: no longer a reader another newcomer may pick
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(victim.released.wait(), 1.0)
+    return True

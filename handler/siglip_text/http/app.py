@@ -12,17 +12,16 @@ on a route that takes none before reading it, admits a request before its body i
 reads that body once, bounded, and turns any unexpected exception into an OpenAI-shaped 500.
 So a route gets each request authenticated, bounded and admitted, exactly once.
 
-The embeddings endpoint: parse (the body's size in values is bounded before orjson parses
-it, and the request schema's bounds stop validation early), validate against the served
-model, check that the answer fits the frontend, embed; all in the running slot the front
-admitted the request to.
+The endpoints' work lives beside them, FastAPI-free: `embeddings` (parse, the field rule,
+validate, fit, embed) and `tokenize`; each runs in the running slot the front admitted its
+request to.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -30,56 +29,27 @@ from typing import Any, Protocol, TypeVar
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import __version__
-from ..engine.config import MAX_INPUTS_CEILING, Settings
-from ..engine.errors import (
-    FOREIGN_TOKEN_IDS_HINT,
-    InferenceError,
-    InvalidInputError,
-    ModelNotFoundError,
-    SiglipError,
-    TokenIdInputsRejectedError,
-    TooManyInputsError,
-)
-from ..engine.limits import Deadline, check_response_fits
+from ..engine.config import Settings
+from ..engine.errors import InvalidInputError, SiglipError
+from ..engine.limits import Deadline
 from ..engine.self_check import expected_probe
-from ..engine.service import (
-    PROBE_TEXT,
-    Embeddings,
-    EmbeddingService,
-    Inputs,
-    TextInputs,
-    TokenIdInputs,
-)
+from ..engine.service import PROBE_TEXT, EmbeddingService
 from .admission import Admission
-from .errors import error_answer, method_not_allowed, route_not_found, short, unexpected
+from .embeddings import embed_body
+from .errors import API_PREFIX, error_answer, method_not_allowed, route_not_found, short
 from .front import Front
 from .schemas import (
-    MAX_TOKEN_IDS_PER_INPUT,
-    MAX_TOKEN_IDS_PER_REQUEST,
-    EncodingFormat,
     ErrorResponse,
     OpenAICompatEmbeddingRequest,
     OpenAICompatEmbeddingResponse,
     TokenizeRequest,
-    embeddings_response,
-    json_items_at_most,
-    json_value,
 )
 from .tokenize import tokenize_body
 
 logger = logging.getLogger("siglip_text.http.app")
-
-INPUT_SHAPE_MESSAGE = (
-    "'input' must be a string, an array of strings, an array of token ids "
-    "(integers), or an array of arrays of token ids"
-)
-#: Values a request may hold beyond its inputs and token ids: its fields, its containers.
-ITEMS_SLACK = 64
 
 _T = TypeVar("_T")
 
@@ -169,7 +139,16 @@ async def create_embeddings(request: Request) -> Response:
     context = served(request)
     body = await request.body()
     deadline = invocation_deadline(request.scope, context.settings)
-    content, inputs, result = await context.run(partial(embed_body, context, body, deadline))
+    content, inputs, result = await context.run(
+        partial(
+            embed_body,
+            context.service,
+            context.settings,
+            body,
+            deadline=deadline,
+            response_limit=context.response_limit,
+        )
+    )
     if context.observer is not None:
         context.observer.embeddings_served(
             inputs=inputs,
@@ -266,8 +245,14 @@ OPENAPI_PATH = "/openapi.json"
 
 
 def route_table() -> tuple[tuple[str, str], ...]:
-    """(method, path) of every route, the OpenAPI schema's included."""
-    return (*((r.method, r.path) for r in ROUTES), ("GET", OPENAPI_PATH))
+    """(method, path) of every route, the OpenAPI schema's included; each ``GET`` also
+    answers ``HEAD`` (RFC 9110 section 9.1: general-purpose servers support both)."""
+    table = [*((r.method, r.path) for r in ROUTES), ("GET", OPENAPI_PATH)]
+    return tuple(pair for method, path in table for pair in _with_head(method, path))
+
+
+def _with_head(method: str, path: str) -> tuple[tuple[str, str], ...]:
+    return ((method, path), ("HEAD", path)) if method == "GET" else ((method, path),)
 
 
 # --- the error handlers: the only ones -------------------------------------------------------
@@ -357,7 +342,9 @@ def create_app(
     settings = settings or Settings()
     app = FastAPI(
         title="siglip-text",
-        version=__version__,
+        # The API's version, not the package's: /openapi.json is open to anyone (client
+        # generators fetch it without a key), and versions are only in the init log.
+        version=API_PREFIX.strip("/"),
         description="SigLIP 2 text embeddings on CPU, OpenAI-compatible.",
         # A trailing slash is a 404 in OpenAI's shape, not a 307 whose Location would drop
         # API Gateway's stage prefix.
@@ -371,6 +358,8 @@ def create_app(
     )
     for route in ROUTES:
         app.add_api_route(route.path, route.endpoint, methods=[route.method], **route.options)
+        if route.method == "GET":  # the front sends HEAD's status and headers, no content
+            app.add_api_route(route.path, route.endpoint, methods=["HEAD"], include_in_schema=False)
     app.state.served = Served(
         service,
         settings,
@@ -407,173 +396,3 @@ def invocation_deadline(scope: Mapping[str, Any], settings: Settings) -> Deadlin
     if not callable(remaining):
         return None
     return Deadline(remaining, reserve_s=settings.time_reserve_ms / 1000.0)
-
-
-# --- the embeddings endpoint's steps ---------------------------------------------------------
-
-
-def embed_body(
-    context: Served, body: bytes, deadline: Deadline | None
-) -> tuple[bytes, int, Embeddings]:
-    """One request's work: the answer's bytes, the number of inputs, what embedding cost."""
-    service, settings = context.service, context.settings
-    parsed = parse_request(body, max_inputs=settings.max_inputs_per_request)
-    inputs = validate_request(parsed, service, settings)
-    encoding: EncodingFormat = parsed.encoding_format or "float"
-    check_response_fits(
-        len(inputs.items),
-        limit=context.response_limit,
-        dimension=service.dimension,
-        encoding=encoding,
-        model=service.model_id,
-        max_tokens=service.max_tokens,
-    )
-    if settings.log_inputs:
-        # In the message itself: `serve`'s plain log format drops `extra` fields.
-        logger.info("inputs: %s", [short(repr(i), 200) for i in inputs.items[:16]])
-    try:
-        result = service.embed(inputs, deadline, truncate=parsed.truncate)
-        content = embeddings_response(
-            result.vectors,
-            model=service.model_id,
-            prompt_tokens=result.prompt_tokens,
-            encoding_format=encoding,
-        )
-    except SiglipError:
-        raise
-    except Exception as exc:  # a bug or a runtime fault: never echoed to the client
-        raise InferenceError(f"unexpected error while embedding: {unexpected(exc)}") from exc
-    return content, len(inputs.items), result
-
-
-def items_limit(max_inputs: int) -> int:
-    """The most values (`schemas.json_items`) a request with ``max_inputs`` inputs may hold:
-    its texts or token ids, one array per input, and a few fields."""
-    return MAX_TOKEN_IDS_PER_REQUEST + 2 * max_inputs + ITEMS_SLACK
-
-
-def parse_request(body: bytes, *, max_inputs: int | None = None) -> OpenAICompatEmbeddingRequest:
-    """JSON -> the request model; every failure is a 4xx that does not echo the input (a JSON
-    syntax error says where: line and column).
-
-    Memory is bounded before parsing: a body holding more values than a request with
-    ``max_inputs`` inputs can (`items_limit`) is a 413 from a count of its bytes. orjson
-    then makes the Python objects (a compact parse, not pydantic's JSON tree of every value)
-    and the request schema's bounds stop validation at the first array too long.
-    """
-    if max_inputs is not None and not json_items_at_most(body, items_limit(max_inputs)):
-        raise TooManyInputsError(
-            f"the request holds more than {items_limit(max_inputs):,} values; at most "
-            f"{max_inputs} inputs and {MAX_TOKEN_IDS_PER_REQUEST:,} token ids in all are "
-            "accepted per request: split it",
-            param="input",
-        )
-    data = json_value(body)
-    try:
-        return OpenAICompatEmbeddingRequest.model_validate(data)
-    except ValidationError as exc:
-        errors = exc.errors(include_url=False, include_input=False, include_context=False)
-    first = errors[0]
-    if first["type"] == "model_type":
-        raise InvalidInputError("the request body must be a JSON object") from None
-    fields = [str(e["loc"][0]) for e in errors if e["loc"]]
-    if "input" in fields or not fields:
-        raise _input_error(data, errors, max_inputs) from None
-    first = next(e for e in errors if e["loc"])
-    field_name = str(first["loc"][0])
-    raise InvalidInputError(f"invalid '{field_name}': {first['msg']}", param=field_name) from None
-
-
-def _input_error(data: Any, errors: Sequence[Any], max_inputs: int | None) -> SiglipError:
-    """The one error for an ``input`` that fits none of its forms."""
-    if any(e["type"] == "missing" and e["loc"] == ("input",) for e in errors):
-        return InvalidInputError("'input' is required", param="input")
-    raw = data.get("input") if isinstance(data, dict) else None
-    too_long = [e for e in errors if e["type"] == "too_long"]
-    if too_long and isinstance(raw, list):
-        if raw and isinstance(raw[0], int) and not isinstance(raw[0], bool):
-            return InvalidInputError(
-                f"'input' is one sequence of {len(raw)} token ids; at most "
-                f"{MAX_TOKEN_IDS_PER_INPUT} are accepted per input",
-                param="input",
-            )
-        long_item = next(
-            (
-                i
-                for i, item in enumerate(raw)
-                if isinstance(item, list) and len(item) > MAX_TOKEN_IDS_PER_INPUT
-            ),
-            None,
-        )
-        if long_item is not None:
-            return InvalidInputError(
-                f"input[{long_item}] has {len(raw[long_item])} token ids; at most "
-                f"{MAX_TOKEN_IDS_PER_INPUT} are accepted per input",
-                param="input",
-            )
-        most = max_inputs if max_inputs is not None else MAX_INPUTS_CEILING
-        return TooManyInputsError(
-            f"'input' has {len(raw)} items; at most {most} are accepted per request",
-            param="input",
-        )
-    return InvalidInputError(INPUT_SHAPE_MESSAGE, param="input")
-
-
-def validate_request(
-    request: OpenAICompatEmbeddingRequest, service: EmbeddingService, settings: Settings
-) -> Inputs:
-    """Apply the served model's rules; return the inputs, tagged as texts or token ids."""
-    if request.model is not None and request.model != service.model_id:
-        raise ModelNotFoundError(
-            f"The model '{short(request.model, 80)}' is not served here; this endpoint serves "
-            f"'{service.model_id}'",
-            param="model",
-        )
-    if request.dimensions is not None and request.dimensions != service.dimension:
-        raise InvalidInputError(
-            f"'dimensions' may only be {service.dimension}, this model's native dimension "
-            "(SigLIP vectors cannot be shortened)",
-            param="dimensions",
-        )
-    inputs = as_inputs(request.input)
-    if not inputs.items:
-        raise InvalidInputError("'input' must not be an empty array", param="input")
-    if len(inputs.items) > settings.max_inputs_per_request:
-        raise TooManyInputsError(
-            f"'input' has {len(inputs.items)} items; at most {settings.max_inputs_per_request} "
-            "are accepted per request",
-            param="input",
-        )
-    if isinstance(inputs, TokenIdInputs) and settings.token_id_inputs == "reject":
-        raise TokenIdInputsRejectedError(
-            "'input' is token ids, and this endpoint takes text only "
-            f"(SIGLIP_TOKEN_ID_INPUTS=reject); send the text instead: {FOREIGN_TOKEN_IDS_HINT}",
-            param="input",
-        )
-    # An empty string is a text (<eos> then pads, as the training pipeline embeds it); an
-    # empty token array has no token to feed.
-    if not isinstance(inputs, TextInputs):
-        for i, item in enumerate(inputs.items):
-            if len(item) == 0:
-                raise InvalidInputError(f"input[{i}] is an empty token array", param="input")
-        total = sum(len(item) for item in inputs.items)
-        if total > MAX_TOKEN_IDS_PER_REQUEST:
-            raise TooManyInputsError(
-                f"'input' holds {total} token ids; at most {MAX_TOKEN_IDS_PER_REQUEST:,} are "
-                "accepted per request: split it",
-                param="input",
-            )
-    return inputs
-
-
-def as_inputs(raw: str | list[str] | list[int] | list[list[int]]) -> Inputs:
-    """The one place the input's form is read: pydantic has checked it is one of the four."""
-    if isinstance(raw, str):
-        return TextInputs([raw])
-    if not raw:
-        return TextInputs([])
-    if isinstance(raw[0], str):
-        return TextInputs(raw)
-    if isinstance(raw[0], int):
-        return TokenIdInputs([raw])  # one token-id sequence
-    return TokenIdInputs(raw)

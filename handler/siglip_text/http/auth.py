@@ -45,7 +45,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ..engine.config import ENV_PREFIX, Settings
-from ..engine.errors import AuthenticationError, ConfigError, KeysUnavailableError
+from ..engine.errors import ConfigError
+from .errors import AuthenticationError, KeysUnavailableError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.parameters import SecretsProvider

@@ -1,6 +1,7 @@
-"""HTTP errors without a web framework: the one table from error kind to (HTTP status, OpenAI
-error ``type``), the headers and JSON body of every error answer, the messages that name the
-fix (a missing key, a path without ``/v1``), and the request-body limit.
+"""HTTP errors without a web framework: the protocol's own error kinds, the one table from
+each error kind to (HTTP status, OpenAI error ``type``, headers), the JSON body of every
+error answer, the messages that name the fix (a missing key, a path without ``/v1``), and
+the request-body limit.
 
 Both layers that answer errors use it: `app` (FastAPI's routes and handlers) and `front` (the
 ASGI layer in front of them, which refuses before the app sees a request). So an error reads
@@ -10,58 +11,178 @@ the same whichever layer gave it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..engine.errors import (
-    AuthenticationError,
     ConfigError,
     InferenceError,
     InsufficientTimeError,
     InvalidInputError,
-    KeysUnavailableError,
-    MethodNotAllowedError,
     ModelLoadError,
     ModelNotFoundError,
-    OverloadedError,
-    PayloadTooLargeError,
-    RequestTimeoutError,
-    ResponseTooLargeError,
-    RouteNotFoundError,
-    ShuttingDownError,
     SiglipError,
     TooManyInputsError,
-    UnsupportedMediaTypeError,
     scrubbed,
 )
 from .schemas import error_body
 
-#: Each error kind -> (HTTP status, OpenAI error ``type``). A kind not listed is a 500.
-ERRORS: dict[type[SiglipError], tuple[int, str]] = {
-    InvalidInputError: (400, "invalid_request_error"),
-    AuthenticationError: (401, "invalid_request_error"),
-    ModelNotFoundError: (404, "invalid_request_error"),
-    RouteNotFoundError: (404, "invalid_request_error"),
-    MethodNotAllowedError: (405, "invalid_request_error"),
-    RequestTimeoutError: (408, "invalid_request_error"),
-    PayloadTooLargeError: (413, "invalid_request_error"),
-    TooManyInputsError: (413, "invalid_request_error"),
-    UnsupportedMediaTypeError: (415, "invalid_request_error"),
+# --- the protocol's own kinds ----------------------------------------------------------------
+
+
+class RouteNotFoundError(SiglipError):
+    """Raised when no route has the request's path (the message names the routes)."""
+
+    code = "not_found"
+
+
+class MethodNotAllowedError(SiglipError):
+    """Raised when the request's path is a route, but not for its method."""
+
+    code = "method_not_allowed"
+
+    def __init__(self, message: str, *, allow: str) -> None:
+        super().__init__(message)
+        self.headers = {"Allow": allow}
+
+
+class InvalidHostError(InvalidInputError):
+    """Raised when `serve`, bound to loopback, gets a ``Host`` that is not a loopback name."""
+
+    code = "invalid_host"
+
+
+class InvalidHeaderError(InvalidInputError):
+    """Raised when a request header breaks HTTP's rules in a way that changes its meaning
+    (an ``Authorization`` sent twice); the message names the header."""
+
+    code = "invalid_header"
+
+
+class UnknownFieldError(InvalidInputError):
+    """Raised when a request body holds a field the endpoint does not define (OpenAI's rule)."""
+
+    code = "unknown_parameter"
+
+
+class AuthenticationError(SiglipError):
+    """Raised when the API key is missing or wrong (auth mode ``api-key``)."""
+
+    code = "invalid_api_key"
+
+
+class RequestTimeoutError(SiglipError):
+    """Raised when a request body arrives too slowly (`serve`: idle or total read timeout)."""
+
+    code = "request_timeout"
+
+
+class PayloadTooLargeError(SiglipError):
+    """Raised when a request body is larger than the configured bound."""
+
+    code = "payload_too_large"
+
+
+class ResponseTooLargeError(SiglipError):
+    """Raised when a request's answer could exceed the frontend's response limit."""
+
+    code = "response_too_large"
+
+
+class UnsupportedMediaTypeError(SiglipError):
+    """Raised when a request body is not declared ``Content-Type: application/json``."""
+
+    code = "unsupported_media_type"
+
+
+class UnsupportedContentEncodingError(UnsupportedMediaTypeError):
+    """Raised when a request body is sent with a ``Content-Encoding`` (gzip, ...): bodies are
+    read as sent, so only ``identity`` is accepted."""
+
+    code = "unsupported_content_encoding"
+
+
+class HeadersTooLargeError(SiglipError):
+    """Raised when a request's header section is larger than the server accepts (`serve`)."""
+
+    code = "request_header_fields_too_large"
+
+
+class OverloadedError(SiglipError):
+    """Raised when admission is full: in-flight plus pending requests reached the bound."""
+
+    code = "rate_limit_exceeded"
+
+
+class ShuttingDownError(SiglipError):
+    """Raised when `serve` stops and its shutdown grace period ran out before a request ran."""
+
+    code = "server_shutting_down"
+
+
+class KeysUnavailableError(SiglipError):
+    """Raised when no API key may be used: the secret could not be read for longer than the
+    maximum staleness (or since the keys were dropped). Fails closed: 503, never open."""
+
+    code = "auth_unavailable"
+
+    def __init__(self, *, retry_after: int = 1) -> None:
+        super().__init__(
+            "The API keys cannot be checked right now (the key store is unreachable); retry "
+            "after the delay in the Retry-After header"
+        )
+        self.headers = {"Retry-After": str(retry_after)}
+
+
+# --- the one table ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How an error kind is answered: HTTP status, OpenAI error ``type``, and the headers its
+    answer carries. A header's value here is its default; an error may carry its own value in
+    its ``headers`` attribute (the ``Allow`` of a 405, a 503's ``Retry-After``); None: the
+    error must carry it."""
+
+    status: int
+    type: str
+    headers: Mapping[str, str | None] = field(default_factory=dict)
+
+
+INVALID = "invalid_request_error"
+#: Sent with every 429 (admission full) and 503 (shutting down, keys unavailable): each says
+#: "retry shortly", and the OpenAI client honours the header.
+RETRY_AFTER_SECONDS = "1"
+_RETRY = {"Retry-After": RETRY_AFTER_SECONDS}
+
+#: Each error kind -> its answer. A kind not listed answers as its nearest listed base class;
+#: one with none is a 500 (`SERVER_ERROR`).
+ERRORS: dict[type[SiglipError], Kind] = {
+    InvalidInputError: Kind(400, INVALID),
+    AuthenticationError: Kind(401, INVALID, {"WWW-Authenticate": "Bearer"}),
+    ModelNotFoundError: Kind(404, INVALID),
+    RouteNotFoundError: Kind(404, INVALID),
+    MethodNotAllowedError: Kind(405, INVALID, {"Allow": None}),
+    RequestTimeoutError: Kind(408, INVALID, {"Connection": "close"}),
+    PayloadTooLargeError: Kind(413, INVALID),
+    TooManyInputsError: Kind(413, INVALID),
     # Both say "split the request": the same request gets the same answer, and OpenAI's
     # clients retry 408, 409, 429 and 5xx but not 413 (docs/api.md).
-    ResponseTooLargeError: (413, "invalid_request_error"),
-    InsufficientTimeError: (413, "invalid_request_error"),
-    OverloadedError: (429, "rate_limit_error"),
-    ShuttingDownError: (503, "server_error"),
-    KeysUnavailableError: (503, "server_error"),
-    InferenceError: (500, "server_error"),
-    ModelLoadError: (500, "server_error"),
-    ConfigError: (500, "server_error"),
+    ResponseTooLargeError: Kind(413, INVALID),
+    InsufficientTimeError: Kind(413, INVALID),
+    UnsupportedMediaTypeError: Kind(415, INVALID),
+    # RFC 9110 section 15.5.16: a 415 for a content coding names the codings accepted.
+    UnsupportedContentEncodingError: Kind(415, INVALID, {"Accept-Encoding": "identity"}),
+    HeadersTooLargeError: Kind(431, INVALID),
+    OverloadedError: Kind(429, "rate_limit_error", _RETRY),
+    ShuttingDownError: Kind(503, "server_error", _RETRY),
+    KeysUnavailableError: Kind(503, "server_error", _RETRY),
+    InferenceError: Kind(500, "server_error"),
+    ModelLoadError: Kind(500, "server_error"),
+    ConfigError: Kind(500, "server_error"),
 }
-SERVER_ERROR = (500, "server_error")
-#: Sent with every 429 (admission full) and 503 (shutting down): both say "retry shortly",
-#: and the OpenAI client honours the header.
-RETRY_AFTER_SECONDS = "1"
+SERVER_ERROR = Kind(500, "server_error")
 #: A 500's message: what went wrong inside is logged, never echoed.
 INTERNAL_ERROR_MESSAGE = "The server had an error while processing your request."
 #: Added to every 401: where a client finds its key.
@@ -75,50 +196,47 @@ API_PREFIX = "/v1"
 
 @dataclass(frozen=True)
 class ErrorAnswer:
-    """One error answer: status, the headers its status calls for, the JSON body."""
+    """One error answer: status, the headers its kind calls for, the JSON body."""
 
     status: int
     headers: dict[str, str]
     body: bytes
 
 
-def status_for(exc: SiglipError) -> tuple[int, str]:
-    """The HTTP status and OpenAI type of an error (its nearest listed base class)."""
+def kind_of(exc: SiglipError) -> Kind:
+    """How an error is answered: the row of its nearest listed base class."""
     for kind in type(exc).__mro__:
         if kind in ERRORS:
             return ERRORS[kind]
     return SERVER_ERROR
 
 
+def status_for(exc: SiglipError) -> tuple[int, str]:
+    """The HTTP status and OpenAI type of an error (`kind_of`)."""
+    kind = kind_of(exc)
+    return kind.status, kind.type
+
+
 def error_answer(exc: SiglipError) -> ErrorAnswer:
-    """The answer to an error: a 500 says only `INTERNAL_ERROR_MESSAGE`, a 401 where the key
-    comes from."""
-    status, error_type = status_for(exc)
+    """The answer to an error, from its row in `ERRORS`: a 500 says only
+    `INTERNAL_ERROR_MESSAGE`, a 401 where the key comes from."""
+    kind = kind_of(exc)
     message = exc.message
-    if status == 500:
+    if kind.status == 500:
         message = INTERNAL_ERROR_MESSAGE
-    elif status == 401:
+    elif kind.status == 401:
         message = f"{message} {KEY_SOURCE}"
-    retry_after = getattr(exc, "retry_after", None)
-    headers = headers_for(status, retry_after=retry_after)
-    if isinstance(exc, MethodNotAllowedError):
-        headers["Allow"] = exc.allow
+    carried: Mapping[str, str] = getattr(exc, "headers", {})
+    headers: dict[str, str] = {}
+    for name, default in kind.headers.items():
+        value = carried.get(name, default)
+        if value is not None:
+            headers[name] = value
     return ErrorAnswer(
-        status,
+        kind.status,
         headers,
-        error_json(message, type=error_type, param=exc.param, code=exc.code),
+        error_json(message, type=kind.type, param=exc.param, code=exc.code),
     )
-
-
-def headers_for(status: int, *, retry_after: int | None = None) -> dict[str, str]:
-    """The headers an error status calls for: the auth scheme, or when to retry."""
-    if status == 401:
-        return {"WWW-Authenticate": "Bearer"}
-    if status in (429, 503):
-        return {"Retry-After": str(retry_after) if retry_after else RETRY_AFTER_SECONDS}
-    if status == 408:
-        return {"Connection": "close"}
-    return {}
 
 
 def route_not_found(method: str, path: str, routes: Sequence[tuple[str, str]]) -> SiglipError:
@@ -131,7 +249,7 @@ def route_not_found(method: str, path: str, routes: Sequence[tuple[str, str]]) -
             f"{method} {API_PREFIX}{path}, i.e. a base URL that ends in {API_PREFIX} "
             f"(OpenAI clients: base_url='http://<host>:<port>{API_PREFIX}')"
         )
-    listed = ", ".join(f"{m} {p}" for m, p in routes)
+    listed = ", ".join(f"{m} {p}" for m, p in routes if m != "HEAD")
     return RouteNotFoundError(f"Invalid URL ({asked}); the routes are {listed}")
 
 
@@ -140,6 +258,29 @@ def method_not_allowed(method: str, path: str, allowed: Sequence[str]) -> Method
     return MethodNotAllowedError(
         f"Method {short(method, 20)} is not allowed for {short(path, 100)}",
         allow=", ".join(allowed),
+    )
+
+
+def refuse_unknown_fields(data: Any, known: Mapping[str, Any], advice: Mapping[str, str]) -> None:
+    """OpenAI's rule: a field the endpoint does not define (not in ``known``) is a 400
+    (`UnknownFieldError`) that names it: OpenAI's own message, then what to do here
+    (``advice``, by field name). Never silently ignored: a client written for another server
+    would get an answer other than the one it asked for. Only the keys of a JSON object are
+    read (anything else is left to the schema's own refusal)."""
+    unknown = [name for name in data if name not in known] if isinstance(data, dict) else []
+    if not unknown:
+        return
+    names = ", ".join(short(name, 40) for name in unknown[:5])
+    if len(unknown) > 5:
+        names += f" (and {len(unknown) - 5} more)"
+    plural = "s" if len(unknown) > 1 else ""
+    first = unknown[0]
+    hint = advice.get(first) or (
+        "this endpoint's fields are " + ", ".join(f"'{f}'" for f in known) + "; remove it"
+    )
+    raise UnknownFieldError(
+        f"Unrecognized request argument{plural} supplied: {names}. {hint[0].upper()}{hint[1:]}",
+        param=short(first, 40),
     )
 
 

@@ -77,11 +77,16 @@ def _structure(body: bytes) -> int:
 
 
 class OpenAICompatEmbeddingRequest(BaseModel):
-    """``POST /v1/embeddings``. ``user`` and unknown fields are accepted and ignored."""
+    """``POST /v1/embeddings``. A field not defined here is refused (400, `embeddings`);
+    ``user`` and ``input_type`` are accepted without effect (docs/api.md)."""
 
-    # "ignore", not "allow": unknown fields are skipped by the parser, never built into objects
-    # (a large unknown field of nested arrays would become that many Python objects).
-    model_config = ConfigDict(extra="ignore", title="CreateEmbeddingRequest")
+    # "ignore", not "allow": the parser skips an unknown field's value, never builds it into
+    # objects; the endpoint refuses unknown fields from the body's keys before validating.
+    model_config = ConfigDict(
+        extra="ignore",
+        title="CreateEmbeddingRequest",
+        json_schema_extra={"additionalProperties": False},
+    )
 
     input: StrictStr | Texts | TokenIds | TokenIdLists = Field(
         description="A string, an array of strings, an array of token ids, or an array of "
@@ -94,7 +99,14 @@ class OpenAICompatEmbeddingRequest(BaseModel):
     dimensions: StrictInt | None = Field(
         default=None, description="May only equal the model's native embedding dimension."
     )
-    user: StrictStr | None = None
+    user: StrictStr | None = Field(
+        default=None, description="OpenAI's end-user id: accepted, without effect (not logged)."
+    )
+    input_type: StrictStr | None = Field(
+        default=None,
+        description="NVIDIA NIM's `query` / `passage` (sent by semantic-router's NimEncoder): "
+        "accepted, without effect; SigLIP has one text tower for both.",
+    )
     truncate: StrictBool = Field(
         default=True,
         description="text-embeddings-inference's flag: true (default) embeds an input's first "
@@ -104,9 +116,12 @@ class OpenAICompatEmbeddingRequest(BaseModel):
 
 
 class TokenizeRequest(BaseModel):
-    """``POST /tokenize``, text-embeddings-inference's request; unknown fields are ignored."""
+    """``POST /tokenize``, text-embeddings-inference's request; a field not defined here is
+    refused (400), as on ``/v1/embeddings``."""
 
-    model_config = ConfigDict(extra="ignore", title="TokenizeRequest")
+    model_config = ConfigDict(
+        extra="ignore", title="TokenizeRequest", json_schema_extra={"additionalProperties": False}
+    )
 
     inputs: StrictStr | Texts = Field(description="A string or an array of strings.")
     add_special_tokens: StrictBool = Field(

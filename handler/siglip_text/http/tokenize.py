@@ -2,12 +2,13 @@
 shapes (its ``TokenizeRequest`` and ``TokenizeResponse``), FastAPI-free.
 
 The request: ``inputs``, a string or an array of strings, and ``add_special_tokens``
-(default true); unknown fields are ignored. The answer: for each input, in order, a list of
-token objects ``{"id", "text", "special", "start", "stop"}``, taken after the lowercasing
-and the cut to the contract's length, so a client sees where a long text ends: ``text`` is
-the input's characters ``start:stop`` (character offsets into the text as sent), and the
-closing ``<eos>`` (when ``add_special_tokens``) is special, with null offsets. Pads are not
-listed. Errors are OpenAI's shape, like every other answer of this API.
+(default true); any other field is refused (400 naming it), as on ``/v1/embeddings``. The
+answer: for each input, in order, a list of token objects ``{"id", "text", "special",
+"start", "stop"}``, taken after the lowercasing and the cut to the contract's length, so a
+client sees where a long text ends: ``text`` is the input's characters ``start:stop``
+(character offsets into the text as sent), and the closing ``<eos>`` (when
+``add_special_tokens``) is special, with null offsets. Pads are not listed. Errors are
+OpenAI's shape, like every other answer of this API.
 """
 
 from __future__ import annotations
@@ -17,15 +18,20 @@ import json
 import orjson
 from pydantic import ValidationError
 
-from ..engine.errors import InvalidInputError, ResponseTooLargeError, TooManyInputsError
-from ..engine.limits import PROXY_ENVELOPE_BYTES
+from ..engine.errors import InvalidInputError, TooManyInputsError
 from ..engine.service import EmbeddingService
 from ..engine.tokenization import Token
+from .errors import ResponseTooLargeError, refuse_unknown_fields
+from .response_size import PROXY_ENVELOPE_BYTES
 from .schemas import TokenizeRequest, json_items_at_most, json_value
 
 INPUTS_SHAPE_MESSAGE = "'inputs' must be a string or an array of strings"
 #: Values a request may hold beyond its texts: its fields and the array.
 ITEMS_SLACK = 16
+#: What to do instead, for text-embeddings-inference's own field this server does not define.
+FIELD_ADVICE = {
+    "prompt_name": "this model has no named prompts: put any prefix in the text itself",
+}
 
 
 def tokenize_body(
@@ -48,6 +54,7 @@ def parse_tokenize_request(body: bytes, *, max_inputs: int) -> tuple[list[str], 
             param="inputs",
         )
     data = json_value(body)
+    refuse_unknown_fields(data, TokenizeRequest.model_fields, FIELD_ADVICE)
     try:
         request = TokenizeRequest.model_validate(data)
     except ValidationError as exc:
