@@ -5,7 +5,14 @@ its concurrency limit, so its protocol is guarded (`guarded_protocol`):
 
 - a connection must complete its request headers within ``SIGLIP_HEADER_TIMEOUT_SECONDS`` of
   opening (and of its previous answer), else it is closed: a socket that sends nothing, or a
-  header line now and then, cannot stay; headers over `MAX_HEADER_BYTES` get a 431;
+  header line now and then, cannot stay;
+- a request's line and headers over `MAX_HEADER_BYTES` get a 431, counted on the bytes before
+  either parser sees them (h11 alone refuses an unfinished head past 16 KiB and lets a larger
+  one through when it arrives whole; llhttp, under httptools, has no bound);
+- a request the parser refuses gets a 400 in OpenAI's shape (uvicorn answers plain text), and
+  one whose framing RFC 9112 calls ambiguous or faulty (`framing_refusal`: Content-Length with
+  Transfer-Encoding, and what else one parser lets through and the other refuses) a 400
+  before the app sees it; either way the connection is closed after that one answer;
 - at most ``SIGLIP_MAX_CONNECTIONS`` are open; at the cap a new connection closes the one
   idle longest (no request in progress) to make room, and only when every connection has a
   request in progress is the newcomer answered 429 (``Retry-After``); idle connections never
@@ -18,21 +25,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..engine.errors import OverloadedError
+from .errors import error_json
 
 if TYPE_CHECKING:
     from .front import Front
 
 logger = logging.getLogger("siglip_text.serve")
 
-#: The most a request's line and headers may take (h11's own bound is 16 KiB; llhttp, under
-#: httptools, has none): past it, a 431 and the connection is closed.
+#: The most a request's line and headers may take, under either parser: past it, a 431 and
+#: the connection is closed.
 MAX_HEADER_BYTES = 64 * 1024
 #: File descriptors the process needs beside its connections (ONNX Runtime, logs, the
 #: listening socket, a Secrets Manager connection).
 RESERVED_DESCRIPTORS = 64
+
+#: uvicorn's HTTP/1.1 parsers: ``auto`` is httptools when it is installed, else h11.
+Parser = Literal["auto", "h11", "httptools"]
 
 
 def descriptors_for(connections: int) -> int:
@@ -54,12 +65,14 @@ def descriptors_for(connections: int) -> int:
     return max(1, min(connections, soft - RESERVED_DESCRIPTORS))
 
 
-def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol (httptools when installed, else h11), with the header deadline
-    and the connection cap of the module docstring."""
-    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+def guarded_protocol(
+    *, header_timeout: float, max_connections: int, parser: Parser = "auto"
+) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol (``parser``: ``auto`` is httptools when installed, else h11),
+    with the guards of the module docstring."""
+    base = _parser_protocol(parser)
 
-    from .errors import error_answer, error_json
+    from .errors import error_answer
 
     refusal = error_answer(
         OverloadedError(
@@ -68,26 +81,24 @@ def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[asy
         )
     )
     refused = _raw_answer(refusal.status, refusal.headers, refusal.body)
-    too_large = _raw_answer(
-        431,
-        {},
-        error_json(
-            f"the request's headers are larger than {MAX_HEADER_BYTES} bytes",
-            type="invalid_request_error",
-            param=None,
-            code="request_header_fields_too_large",
-        ),
-    )
+    too_large = _raw_answer(431, {}, _error(HEAD_TOO_LARGE))
+    unparsable = _raw_answer(400, {}, _error(UNPARSABLE))
     cap = max_connections
 
-    class GuardedProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
-        """One connection: closed when its request headers take too long; at the cap, the
-        idlest connection makes room for it."""
+    class GuardedProtocol(base):  # type: ignore[misc, valid-type]
+        """One connection: closed when its request headers take too long or pass the bound;
+        its framing checked before the app sees a request; at the cap, the idlest connection
+        makes room for it."""
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
+        def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
+            # h11 refuses, as plain text, an unfinished head past its own bound (16 KiB by
+            # default), and only then: the bound is this module's, the same for both parsers.
+            config.h11_max_incomplete_event_size = MAX_HEADER_BYTES
+            super().__init__(config, *args, **kwargs)
+            self.app = _framing_guard(self.app)  # type: ignore[has-type]
             self._header_timer: asyncio.TimerHandle | None = None
             self._header_bytes = 0
+            self._tail = b""  # the last bytes of the head so far: its end may straddle reads
             self._idle_since = 0.0
 
         def connection_made(self, transport: Any) -> None:
@@ -99,15 +110,38 @@ def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[asy
                 transport.close()
 
         def data_received(self, data: bytes) -> None:
+            # The bound is checked before the parser sees the bytes: h11 would refuse first,
+            # and a head that completes within one read would otherwise pass unmeasured.
+            if self._header_timer is not None and self._head_too_large(data):
+                if not self.transport.is_closing():
+                    self.transport.write(too_large)
+                    self.transport.close()
+                return
             before = self.cycle
             super().data_received(data)
             if self.cycle is not before:  # a request's headers are complete
                 self._stop_waiting()
             elif self._header_timer is not None:
                 self._header_bytes += len(data)
-                if self._header_bytes > MAX_HEADER_BYTES and not self.transport.is_closing():
-                    self.transport.write(too_large)
-                    self.transport.close()
+                self._tail = (self._tail + data)[-3:]
+
+        def _head_too_large(self, data: bytes) -> bool:
+            """Whether the head being received, with ``data``, passes `MAX_HEADER_BYTES`."""
+            end = (self._tail + data).find(b"\r\n\r\n")
+            received = len(data) if end < 0 else end + 4 - len(self._tail)
+            return self._header_bytes + received > MAX_HEADER_BYTES
+
+        def send_400_response(self, msg: str) -> None:
+            """A request the parser refuses: OpenAI's shape instead of uvicorn's plain text,
+            and the connection closed (where the parser stopped, the stream has no framing)."""
+            if self.transport.is_closing():
+                return
+            answering = self.cycle is not None and not self.cycle.response_complete
+            if not (answering and self.cycle.response_started):
+                # An answer already begun cannot be followed by another: then only the close.
+                logger.warning("answered 400: the request is not valid HTTP/1.1")
+                self.transport.write(unparsable)
+            self.transport.close()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -121,6 +155,7 @@ def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[asy
         def _await_headers(self) -> None:
             self._stop_waiting()
             self._header_bytes = 0
+            self._tail = b""
             self._idle_since = self.loop.time()
             self._header_timer = self.loop.call_later(header_timeout, self._headers_late)
 
@@ -135,6 +170,137 @@ def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[asy
                 self.transport.close()
 
     return GuardedProtocol
+
+
+class Refusal(NamedTuple):
+    """A request refused from its head alone: the status, what to fix, the header at fault."""
+
+    status: int
+    message: str
+    param: str | None
+
+
+HEAD_TOO_LARGE = Refusal(
+    431, f"the request's line and headers are larger than {MAX_HEADER_BYTES} bytes", None
+)
+UNPARSABLE = Refusal(
+    400,
+    "the request is not valid HTTP/1.1: its request line, a header or its body's framing "
+    "cannot be parsed (RFC 9112; e.g. a Content-Length that is not digits, two differing "
+    "Content-Length headers, Content-Length with Transfer-Encoding, a bad chunk size)",
+    None,
+)
+ONE_LENGTH = (
+    "send the body's length one way: one Content-Length, or Transfer-Encoding: chunked alone"
+)
+
+
+def framing_refusal(scope: dict[str, Any]) -> Refusal | None:
+    """Why a request must be refused from its head alone, whichever parser read it (None when
+    it need not be): what either of uvicorn's parsers lets through and RFC 9112 refuses.
+
+    - a head past `MAX_HEADER_BYTES` (431);
+    - no ``Host`` in HTTP/1.1, or more than one (section 3.2: 400);
+    - ``Transfer-Encoding`` with ``Content-Length``, or in HTTP/1.0, or other than ``chunked``
+      alone (section 6.1: the framing is ambiguous or unknown; the connection must close);
+    - ``Content-Length`` more than once (section 6.3: the framing is not one number).
+
+    Every refusal here closes the connection: the bytes after the head cannot be trusted to
+    start the next request.
+    """
+    if head_size(scope) > MAX_HEADER_BYTES:
+        return HEAD_TOO_LARGE
+    values: dict[bytes, list[bytes]] = {}
+    for name, value in scope["headers"]:
+        values.setdefault(name, []).append(value)
+    hosts = values.get(b"host", [])
+    if len(hosts) > 1 or (not hosts and scope["http_version"] == "1.1"):
+        return Refusal(
+            400,
+            f"an HTTP/1.1 request has exactly one Host header; this one has {len(hosts)} "
+            "(RFC 9112 section 3.2)",
+            "Host",
+        )
+    codings = values.get(b"transfer-encoding", [])
+    lengths = values.get(b"content-length", [])
+    if codings and lengths:
+        return Refusal(
+            400,
+            "Content-Length with Transfer-Encoding: the body's length is ambiguous "
+            f"(RFC 9112 section 6.1); {ONE_LENGTH}",
+            "Transfer-Encoding",
+        )
+    if codings and scope["http_version"] == "1.0":
+        return Refusal(
+            400,
+            "Transfer-Encoding in an HTTP/1.0 request: its framing is faulty (RFC 9112 "
+            "section 6.1); send HTTP/1.1, or a Content-Length",
+            "Transfer-Encoding",
+        )
+    if codings and b",".join(codings).strip().lower() != b"chunked":
+        return Refusal(
+            400,
+            "the only transfer coding accepted is Transfer-Encoding: chunked, alone",
+            "Transfer-Encoding",
+        )
+    if len(lengths) > 1 or any(b"," in value for value in lengths):
+        return Refusal(
+            400,
+            f"Content-Length more than once (RFC 9112 section 6.3); {ONE_LENGTH}",
+            "Content-Length",
+        )
+    return None
+
+
+def head_size(scope: dict[str, Any]) -> int:
+    """The bytes of a request's line and headers as parsed (their whitespace normalized)."""
+    target = len(scope["raw_path"]) + (
+        len(scope["query_string"]) + 1 if scope["query_string"] else 0
+    )
+    line = len(scope["method"]) + target + len(" HTTP/1.1\r\n") + 1
+    return line + sum(len(name) + len(value) + 4 for name, value in scope["headers"]) + 2
+
+
+def _framing_guard(app: Any) -> Any:
+    """``app`` behind `framing_refusal`: a refused request is answered here and its connection
+    closed (``Connection: close``), its body never read."""
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        refusal = framing_refusal(scope) if scope["type"] == "http" else None
+        if refusal is None:
+            await app(scope, receive, send)
+            return
+        logger.warning("answered %d: %s", refusal.status, refusal.message)
+        body = _error(refusal)
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return guarded
+
+
+def _error(refusal: Refusal) -> bytes:
+    code = "request_header_fields_too_large" if refusal.status == 431 else "invalid_http_request"
+    return error_json(refusal.message, type="invalid_request_error", param=refusal.param, code=code)
+
+
+def _parser_protocol(parser: Parser) -> type[asyncio.Protocol]:
+    """uvicorn's protocol class for ``parser`` (ImportError when that parser is absent)."""
+    if parser == "h11":
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        return H11Protocol
+    if parser == "httptools":
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+        return HttpToolsProtocol
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    return AutoHTTPProtocol
 
 
 def _idle(connection: Any) -> bool:
