@@ -71,6 +71,7 @@ def make(
         settings,
         provider=default_provider(connect_timeout=1, read_timeout=1) if fast_timeouts else None,
         background=background,
+        keep_fresh=False,  # the reads under test are the requests' (the clock is the test's)
         clock=clock,
         on_refresh_failed=(lambda: failures.append(1)) if failures is not None else None,
     )
