@@ -136,9 +136,10 @@ def guarded_protocol(
             and the connection closed (where the parser stopped, the stream has no framing)."""
             if self.transport.is_closing():
                 return
-            answering = self.cycle is not None and not self.cycle.response_complete
-            if not (answering and self.cycle.response_started):
-                # An answer already begun cannot be followed by another: then only the close.
+            # Bytes refused inside the body of a request already answered (or being answered)
+            # are that request's: a second answer to it would only confuse; the close says it.
+            cycle = self.cycle
+            if not (cycle is not None and cycle.more_body and cycle.response_started):
                 logger.warning("answered 400: the request is not valid HTTP/1.1")
                 self.transport.write(unparsable)
             self.transport.close()
