@@ -19,13 +19,9 @@ from fastapi.testclient import TestClient
 from siglip_text.engine.config import load_settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
-from siglip_text.http.auth import (
-    REFRESH_LEAD_SECONDS,
-    ApiKeyAuthenticator,
-    build_authenticator,
-    default_provider,
-)
+from siglip_text.http.auth import REFRESH_LEAD_SECONDS, ApiKeyAuthenticator, default_provider
 
+from tests.support.keyed_apps import Clock, keyed_app
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.secrets_manager import SecretsServer, secrets_server
 
@@ -33,14 +29,6 @@ from tests.support.secrets_manager import SecretsServer, secrets_server
 KEY = "sk-siglip-test-key-0123456789abcdef"
 CACHE_SECONDS = 300
 MAX_STALENESS_SECONDS = 900
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -55,29 +43,22 @@ def make(
     secrets: SecretsServer,
     *,
     background: bool,
-    cache_seconds: int = CACHE_SECONDS,
-    max_staleness_seconds: int = MAX_STALENESS_SECONDS,
+    periods: tuple[int, int] = (CACHE_SECONDS, MAX_STALENESS_SECONDS),
 ) -> tuple[TestClient, ApiKeyAuthenticator, Clock]:
-    """The app as `serve` (background reads) or Lambda (reads on the request) builds it; the
-    reads are the requests' own (no thread keeps the keys fresh on the test's clock)."""
-    settings = load_settings(
-        model_dir=demo_dir,
-        ort_intra_op_threads=1,
-        auth_mode="api-key",
-        api_key_secret_arn=secrets.arn,
-        api_key_cache_seconds=cache_seconds,
-        api_key_max_staleness_seconds=max_staleness_seconds,
-    )
+    """The app as `serve` (background reads) or Lambda (reads on the request) builds it, with
+    ``periods``: the key cache period and the staleness limit."""
     clock = Clock()
-    authenticator = build_authenticator(
-        settings,
-        provider=default_provider(connect_timeout=1, read_timeout=1),
+    client, authenticator = keyed_app(
+        service,
+        demo_dir,
+        secrets.arn,
+        clock,
+        cache_seconds=periods[0],
+        max_staleness_seconds=periods[1],
         background=background,
-        keep_fresh=False,
-        clock=clock,
+        provider=default_provider(connect_timeout=1, read_timeout=1),
     )
-    app = create_app(service, settings, authenticator=authenticator, offload_inference=background)
-    return TestClient(app), authenticator, clock
+    return client, authenticator, clock
 
 
 def request(client: TestClient, path: str) -> Any:
@@ -111,12 +92,7 @@ def test_with_cache_and_staleness_equal_the_read_starts_while_the_keys_are_still
 ) -> None:
     # GIVEN the shortest key cache period and a staleness limit equal to it
     client, authenticator, clock = make(
-        service,
-        demo_dir,
-        secrets,
-        background=background,
-        cache_seconds=10,
-        max_staleness_seconds=10,
+        service, demo_dir, secrets, background=background, periods=(10, 10)
     )
     read_at = clock.now
     # WHEN a request comes once the keys are old enough that a read could not end in time
