@@ -28,7 +28,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..engine.errors import OverloadedError
-from .errors import error_json
+from .errors import error_answer, error_json
 
 if TYPE_CHECKING:
     from .front import Front
@@ -71,9 +71,6 @@ def guarded_protocol(
     """uvicorn's HTTP protocol (``parser``: ``auto`` is httptools when installed, else h11),
     with the guards of the module docstring."""
     base = _parser_protocol(parser)
-
-    from .errors import error_answer
-
     refusal = error_answer(
         OverloadedError(
             "the server has as many connections open as it accepts, each with a request in "
