@@ -6,17 +6,8 @@ body is read, bounds the body in size and time (408), makes every early answer r
 client and holds the shutdown grace period; `serve` adds its own checks to it: JSON bodies
 only (415) and, bound to loopback, loopback ``Host`` names only.
 
-Below the app, uvicorn's connections are guarded (`guarded_protocol`), because uvicorn arms
-no timer before a connection's first request and counts idle connections against its
-concurrency limit:
-
-- a connection must complete its request headers within ``SIGLIP_HEADER_TIMEOUT_SECONDS`` of
-  opening (and of its previous answer), else it is closed: a socket that sends nothing, or a
-  header line now and then, cannot stay; headers over `MAX_HEADER_BYTES` get a 431;
-- at most ``SIGLIP_MAX_CONNECTIONS`` are open; at the cap a new connection closes the one
-  idle longest (no request in progress) to make room, and only when every connection has a
-  request in progress is the newcomer answered 429 (``Retry-After``); idle connections never
-  count against admission, which counts requests (`http.admission`).
+Below the app, uvicorn's connections are guarded: a header deadline, a header size bound and
+a connection cap (`http.connections`).
 
 Bound beyond loopback, `serve` starts only with an explicit auth mode (``--auth-mode`` or
 ``SIGLIP_AUTH_MODE``; ``none`` stated on purpose is fine); on loopback ``serve --demo`` is
@@ -31,7 +22,6 @@ itself: status 143 (128 + SIGTERM) for SIGTERM, 130 for SIGINT.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from collections.abc import Sequence
@@ -39,20 +29,18 @@ from typing import TYPE_CHECKING, Any
 
 from .engine.config import ENV_PREFIX, Settings, demo_model_dir, load_settings
 from .engine.errors import ConfigError, SiglipError
+from .http.connections import (
+    RESERVED_DESCRIPTORS,
+    descriptors_for,
+    guarded_protocol,
+    server_class,
+)
 
 if TYPE_CHECKING:
     from .engine.service import EmbeddingService
     from .http.app import Authenticator, RequestObserver
-    from .http.front import Front
 
 logger = logging.getLogger("siglip_text.serve")
-
-#: The most a request's line and headers may take (h11's own bound is 16 KiB; llhttp, under
-#: httptools, has none): past it, a 431 and the connection is closed.
-MAX_HEADER_BYTES = 64 * 1024
-#: File descriptors the process needs beside its connections (ONNX Runtime, logs, the
-#: listening socket, a Secrets Manager connection).
-RESERVED_DESCRIPTORS = 64
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -161,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         ),
         ws="none",  # no route takes a WebSocket; an upgrade would leave the guard behind
     )
-    server = _server_class()(
+    server = server_class()(
         config, front=app.state.front, grace_seconds=settings.shutdown_grace_seconds
     )
     try:
@@ -211,25 +199,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def descriptors_for(connections: int) -> int:
-    """Raise this process's open-file limit (its soft limit, up to the hard one) so that
-    ``connections`` fit beside `RESERVED_DESCRIPTORS`; the connections that fit."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = connections + RESERVED_DESCRIPTORS
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
-            soft = raised
-        except (ValueError, OSError):  # past the kernel's own bound (fs.nr_open)
-            pass
-    if soft == resource.RLIM_INFINITY:
-        return connections
-    return max(1, min(connections, soft - RESERVED_DESCRIPTORS))
-
-
 def require_auth_mode_beyond_loopback(host: str, settings: Settings) -> None:
     """Bound beyond loopback, `serve` never serves ``/v1`` to anyone by default: the auth
     mode must be stated (``--auth-mode`` or ``SIGLIP_AUTH_MODE``), ``none`` included."""
@@ -240,140 +209,3 @@ def require_auth_mode_beyond_loopback(host: str, settings: Settings) -> None:
         f"--auth-mode api-key (with {ENV_PREFIX}API_KEY_SECRET_ARN), or --auth-mode none to "
         f"serve /v1 to anyone who can reach the port (or set {ENV_PREFIX}AUTH_MODE)"
     )
-
-
-def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol (httptools when installed, else h11), with the header deadline
-    and the connection cap of the module docstring."""
-    from uvicorn.protocols.http.auto import AutoHTTPProtocol
-
-    from .http.errors import OverloadedError, error_answer, error_json
-
-    refusal = error_answer(
-        OverloadedError(
-            "the server has as many connections open as it accepts, each with a request in "
-            "progress; retry after the delay in the Retry-After header"
-        )
-    )
-    refused = _raw_answer(refusal.status, refusal.headers, refusal.body)
-    too_large = _raw_answer(
-        431,
-        {},
-        error_json(
-            f"the request's headers are larger than {MAX_HEADER_BYTES} bytes",
-            type="invalid_request_error",
-            param=None,
-            code="request_header_fields_too_large",
-        ),
-    )
-    cap = max_connections
-
-    class GuardedProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
-        """One connection: closed when its request headers take too long; at the cap, the
-        idlest connection makes room for it."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._header_timer: asyncio.TimerHandle | None = None
-            self._header_bytes = 0
-            self._idle_since = 0.0
-
-        def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
-            self._await_headers()
-            if len(self.connections) > cap and not _make_room(self.connections, self):
-                logger.warning("connection refused: %d open, each with a request", cap)
-                transport.write(refused)
-                transport.close()
-
-        def data_received(self, data: bytes) -> None:
-            before = self.cycle
-            super().data_received(data)
-            if self.cycle is not before:  # a request's headers are complete
-                self._stop_waiting()
-            elif self._header_timer is not None:
-                self._header_bytes += len(data)
-                if self._header_bytes > MAX_HEADER_BYTES and not self.transport.is_closing():
-                    self.transport.write(too_large)
-                    self.transport.close()
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing() and _idle(self):
-                self._await_headers()  # the next request on this connection
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._stop_waiting()
-            super().connection_lost(exc)
-
-        def _await_headers(self) -> None:
-            self._stop_waiting()
-            self._header_bytes = 0
-            self._idle_since = self.loop.time()
-            self._header_timer = self.loop.call_later(header_timeout, self._headers_late)
-
-        def _stop_waiting(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
-
-        def _headers_late(self) -> None:
-            self._header_timer = None
-            if _idle(self) and not self.transport.is_closing():
-                self.transport.close()
-
-    return GuardedProtocol
-
-
-def _idle(connection: Any) -> bool:
-    """No request in progress: waiting for (the rest of) its next request's headers."""
-    return connection.cycle is None or bool(connection.cycle.response_complete)
-
-
-def _make_room(connections: set[Any], newcomer: Any) -> bool:
-    """Close the connection idle longest (not ``newcomer``); False when none is idle."""
-    idle = [
-        c for c in connections if c is not newcomer and _idle(c) and not c.transport.is_closing()
-    ]
-    if not idle:
-        return False
-    min(idle, key=lambda c: getattr(c, "_idle_since", 0.0)).transport.close()
-    return True
-
-
-def _raw_answer(status: int, headers: dict[str, str], body: bytes) -> bytes:
-    """An HTTP/1.1 answer as bytes, for a connection that has not sent its request yet."""
-    from http import HTTPStatus
-
-    lines = [
-        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
-        "content-type: application/json",
-        f"content-length: {len(body)}",
-        "connection: close",
-        *(f"{name.lower()}: {value}" for name, value in headers.items()),
-    ]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-
-
-def _server_class() -> type[Any]:
-    import uvicorn
-
-    class _GracefulServer(uvicorn.Server):
-        """uvicorn's server, with the front layer's grace period on shutdown."""
-
-        def __init__(self, config: Any, *, front: Front, grace_seconds: float) -> None:
-            super().__init__(config)
-            self.front = front
-            self.grace_seconds = grace_seconds
-
-        async def shutdown(self, sockets: Any = None) -> None:
-            # uvicorn's own shutdown closes the listeners, then waits for every connection;
-            # once the grace period's 503s are out, `force_exit` ends that wait (computations
-            # still running are abandoned: ONNX Runtime cannot be interrupted mid-run).
-            self.front.begin_shutdown(self.grace_seconds, on_expired=self._expired)
-            await super().shutdown(sockets)
-
-        def _expired(self) -> None:
-            self.force_exit = True
-
-    return _GracefulServer

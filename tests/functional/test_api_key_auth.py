@@ -24,10 +24,10 @@ from moto import mock_aws
 from siglip_text.engine.config import get_settings, load_settings
 from siglip_text.engine.errors import ConfigError
 from siglip_text.engine.service import EmbeddingService
-from siglip_text.http.app import create_app
 from siglip_text.http.auth import build_authenticator
 
 from tests.support.aws_lambda import LambdaContext, load_event
+from tests.support.keyed_apps import Clock, keyed_app
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response
 from tests.support.paths import EVENTS
 
@@ -66,16 +66,6 @@ def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[SecretsManager]:
         yield manager
 
 
-class Clock:
-    """The authenticator's monotonic clock, moved on by the test (the keys' age)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def make_client(
     service: EmbeddingService,
     demo_dir: Path,
@@ -84,17 +74,15 @@ def make_client(
     cache_seconds: int = 300,
     clock: Clock | None = None,
 ) -> TestClient:
-    settings = load_settings(
-        model_dir=demo_dir,
-        ort_intra_op_threads=1,
-        auth_mode="api-key",
-        api_key_secret_arn=secrets.arn,
-        api_key_cache_seconds=cache_seconds,
+    client, _ = keyed_app(
+        service,
+        demo_dir,
+        secrets.arn,
+        clock or Clock(),
+        cache_seconds=cache_seconds,
+        provider=secrets.provider(),
     )
-    authenticator = build_authenticator(
-        settings, provider=secrets.provider(), clock=clock or Clock()
-    )
-    return TestClient(create_app(service, settings, authenticator=authenticator))
+    return client
 
 
 def embed(client: TestClient, key: str | None) -> Any:

@@ -1,9 +1,10 @@
-"""The first requests after a quiet spell longer than the keys' maximum staleness: a 200 once a
-read of the secret succeeds, else a 503 with ``Retry-After`` in OpenAI's shape, never a 500.
+"""Keys read ahead of expiry, and the first requests after a quiet spell: a 200 while Secrets
+Manager answers, else a 503 with ``Retry-After`` in OpenAI's shape, never a 500.
 
 The real app, demo model and boto3 client; Secrets Manager is moto's server on loopback behind
-a relay that can hang. The authenticator's clock is the test's, so the quiet spell takes no
-waiting; what the test waits for is `serve`'s background read of the secret to end.
+a relay that can hang. Most tests take the authenticator's clock (the quiet spell takes no
+waiting; what they wait for is `serve`'s background read of the secret to end); the one of
+`serve`'s own thread keeping the keys fresh runs on real time with sub-second periods.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from fastapi.testclient import TestClient
 from siglip_text.engine.config import load_settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
-from siglip_text.http.auth import ApiKeyAuthenticator, build_authenticator, default_provider
+from siglip_text.http.auth import REFRESH_LEAD_SECONDS, ApiKeyAuthenticator, default_provider
 
+from tests.support.keyed_apps import Clock, keyed_app
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.secrets_manager import SecretsServer, secrets_server
 
@@ -29,14 +31,6 @@ CACHE_SECONDS = 300
 MAX_STALENESS_SECONDS = 900
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[SecretsServer]:
     with secrets_server(KEY, monkeypatch) as server:
@@ -44,26 +38,27 @@ def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[SecretsServer]:
 
 
 def make(
-    service: EmbeddingService, demo_dir: Path, secrets: SecretsServer, *, background: bool
+    service: EmbeddingService,
+    demo_dir: Path,
+    secrets: SecretsServer,
+    *,
+    background: bool,
+    periods: tuple[int, int] = (CACHE_SECONDS, MAX_STALENESS_SECONDS),
 ) -> tuple[TestClient, ApiKeyAuthenticator, Clock]:
-    """The app as `serve` (background reads) or Lambda (reads on the request) builds it."""
-    settings = load_settings(
-        model_dir=demo_dir,
-        ort_intra_op_threads=1,
-        auth_mode="api-key",
-        api_key_secret_arn=secrets.arn,
-        api_key_cache_seconds=CACHE_SECONDS,
-        api_key_max_staleness_seconds=MAX_STALENESS_SECONDS,
-    )
+    """The app as `serve` (background reads) or Lambda (reads on the request) builds it, with
+    ``periods``: the key cache period and the staleness limit."""
     clock = Clock()
-    authenticator = build_authenticator(
-        settings,
-        provider=default_provider(connect_timeout=1, read_timeout=1),
+    client, authenticator = keyed_app(
+        service,
+        demo_dir,
+        secrets.arn,
+        clock,
+        cache_seconds=periods[0],
+        max_staleness_seconds=periods[1],
         background=background,
-        clock=clock,
+        provider=default_provider(connect_timeout=1, read_timeout=1),
     )
-    app = create_app(service, settings, authenticator=authenticator, offload_inference=background)
-    return TestClient(app), authenticator, clock
+    return client, authenticator, clock
 
 
 def request(client: TestClient, path: str) -> Any:
@@ -91,15 +86,64 @@ def until_read_ends(authenticator: ApiKeyAuthenticator, timeout: float = 10.0) -
         time.sleep(0.01)
 
 
+@pytest.mark.parametrize("background", [True, False], ids=["serve", "lambda"])
+def test_with_cache_and_staleness_equal_the_read_starts_while_the_keys_are_still_valid(
+    service: EmbeddingService, demo_dir: Path, secrets: SecretsServer, background: bool
+) -> None:
+    # GIVEN the shortest key cache period and a staleness limit equal to it
+    client, authenticator, clock = make(
+        service, demo_dir, secrets, background=background, periods=(10, 10)
+    )
+    read_at = clock.now
+    # WHEN a request comes once the keys are old enough that a read could not end in time
+    clock.now += 10 - REFRESH_LEAD_SECONDS
+    # THEN it is served with the keys held, and a read of the secret has started
+    assert request(client, "/v1/embeddings").status_code == 200
+    until_read_ends(authenticator)
+    assert authenticator._read_at == clock.now > read_at
+    # AND past the first keys' staleness limit the key is still accepted: never a 503
+    clock.now = read_at + 10 + 1
+    assert request(client, "/v1/embeddings").status_code == 200
+
+
+def test_in_serve_a_quiet_spell_never_leaves_the_keys_stale(
+    service: EmbeddingService, demo_dir: Path, secrets: SecretsServer
+) -> None:
+    # GIVEN serve's authenticator with sub-second periods, its keys kept fresh by a thread
+    settings = load_settings(
+        model_dir=demo_dir, auth_mode="api-key", api_key_secret_arn=secrets.arn
+    )
+    authenticator = ApiKeyAuthenticator(
+        secrets.arn,
+        cache_seconds=0.6,
+        max_staleness_seconds=0.6,
+        refresh_lead_seconds=0.3,
+        provider=default_provider(connect_timeout=1, read_timeout=1),
+        background=True,
+    )
+    authenticator.load()
+    authenticator.keep_fresh()
+    client = TestClient(create_app(service, settings, authenticator=authenticator))
+    try:
+        # WHEN no request comes for three times the staleness limit
+        time.sleep(1.8)
+        # THEN the next keyed requests are served, none told to come back
+        assert [request(client, "/v1/embeddings").status_code for _ in range(5)] == [200] * 5
+    finally:
+        authenticator.stop()
+
+
 @pytest.mark.parametrize("path", ["/v1/embeddings", "/v1/models"])
-def test_in_serve_the_request_after_a_quiet_spell_gets_503_then_200_once_the_read_succeeds(
+def test_in_serve_keys_found_stale_all_the_same_get_503_then_200_once_the_read_succeeds(
     service: EmbeddingService, demo_dir: Path, secrets: SecretsServer, path: str
 ) -> None:
     client, authenticator, clock = make(service, demo_dir, secrets, background=True)
     assert request(client, path).status_code == 200
-    # GIVEN a quiet spell longer than the keys' maximum staleness
+    # GIVEN keys past their staleness limit with no read made meanwhile (the process was
+    # stopped: no thread kept them fresh)
     clock.now += MAX_STALENESS_SECONDS + 1
     # WHEN the next request arrives: THEN it starts the read and is told to come back in 1 s
+    # (waiting for the read would hold serve's event loop, every connection with it)
     assert assert_unavailable(request(client, path)) == 1
     # AND once the read has succeeded, the key is accepted again
     until_read_ends(authenticator)

@@ -16,13 +16,12 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from siglip_text.engine.config import load_settings
 from siglip_text.engine.service import EmbeddingService
-from siglip_text.http.app import create_app
-from siglip_text.http.auth import ApiKeyAuthenticator, build_authenticator, default_provider
+from siglip_text.http.auth import ApiKeyAuthenticator, default_provider
 from siglip_text.http.errors import KeysUnavailableError
 
 from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event
+from tests.support.keyed_apps import Clock, keyed_app
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.secrets_manager import SecretsServer, secrets_server
 
@@ -33,14 +32,6 @@ CACHE_SECONDS = 300
 MAX_STALENESS_SECONDS = 900
 #: The default client's bound on one read: connect (2 s) plus read (3 s) timeouts, one attempt.
 ONE_REFRESH_SECONDS = 5.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -59,23 +50,17 @@ def make(
     fast_timeouts: bool = False,
     failures: list[int] | None = None,
 ) -> tuple[TestClient, ApiKeyAuthenticator]:
-    settings = load_settings(
-        model_dir=demo_dir,
-        ort_intra_op_threads=1,
-        auth_mode="api-key",
-        api_key_secret_arn=secrets.arn,
-        api_key_cache_seconds=CACHE_SECONDS,
-        api_key_max_staleness_seconds=MAX_STALENESS_SECONDS,
-    )
-    authenticator = build_authenticator(
-        settings,
-        provider=default_provider(connect_timeout=1, read_timeout=1) if fast_timeouts else None,
+    return keyed_app(
+        service,
+        demo_dir,
+        secrets.arn,
+        clock,
+        cache_seconds=CACHE_SECONDS,
+        max_staleness_seconds=MAX_STALENESS_SECONDS,
         background=background,
-        clock=clock,
+        provider=default_provider(connect_timeout=1, read_timeout=1) if fast_timeouts else None,
         on_refresh_failed=(lambda: failures.append(1)) if failures is not None else None,
     )
-    app = create_app(service, settings, authenticator=authenticator, offload_inference=background)
-    return TestClient(app), authenticator
 
 
 def embed(client: TestClient, key: str) -> Any:

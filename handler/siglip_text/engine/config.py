@@ -83,7 +83,8 @@ class Settings(BaseSettings):
     auth_mode: Literal["none", "api-key"] = "none"
     api_key_secret_arn: str | None = None
     # Bounded: 0 would mean one Secrets Manager call per request. The staleness bound is how
-    # long a revoked key may still pass while Secrets Manager cannot be read (auth.py).
+    # long a revoked key may still pass while Secrets Manager cannot be read; it may equal the
+    # cache period, since the read starts one read's time before it at the latest (auth.py).
     api_key_cache_seconds: int = Field(default=300, ge=10, le=3600)
     api_key_max_staleness_seconds: int = Field(default=900, ge=10, le=86400)
 

@@ -9,15 +9,24 @@ one of two forms:
 
 Keys are at least 16 characters. The secret is read one way only: `read_keys`, with
 Powertools Parameters (``SecretsProvider``, the provider behind ``parameters.get_secret``). It
-is read first at init, so a missing secret or permission fails the start, then again once the
-keys held are ``SIGLIP_API_KEY_CACHE_SECONDS`` old: one Secrets Manager call per execution
-environment per period. A failed read is one attempt (short timeouts, no retry), logged and
-counted; the next attempt waits (`retry_delay`), and the keys already held stay valid until
-they are ``SIGLIP_API_KEY_MAX_STALENESS_SECONDS`` old. Past that, requests with a key get a
-503 with ``Retry-After`` until a read succeeds (docs/api.md, "During a Secrets Manager
-outage"): on Lambda the request that finds the keys stale makes the read itself (200 when it
-succeeds); in `serve` it starts the read in the background and gets a 503 with
-``Retry-After: 1``, the requests after the read a 200.
+is read first at init, so a missing secret or permission fails the start, then again ahead of
+expiry: once the keys held are ``SIGLIP_API_KEY_CACHE_SECONDS`` old, or `REFRESH_LEAD_SECONDS`
+(the longest one read takes) before they reach ``SIGLIP_API_KEY_MAX_STALENESS_SECONDS``,
+whichever comes first (`ApiKeyAuthenticator.refresh_age`): so a staleness limit equal to the
+cache period still leaves a read the time to end before the keys held go stale. That is one
+Secrets Manager call per execution environment per period. A failed read is one attempt
+(short timeouts, no retry), logged and counted; the next attempt waits (`retry_delay`), and the
+keys already held stay valid until they are ``SIGLIP_API_KEY_MAX_STALENESS_SECONDS`` old.
+Past that, requests with a key get a 503 with ``Retry-After`` until a read succeeds
+(docs/api.md, "During a Secrets Manager outage").
+
+Where the reads run: on Lambda (whose environment is frozen between invocations) in the
+request that finds the keys due, so the first request after a quiet spell waits for the read
+(a few ms) and gets a 200. In `serve` a thread of its own keeps the keys fresh on that
+schedule, traffic or none (`ApiKeyAuthenticator.keep_fresh`): no request ever waits for
+Secrets Manager, which would hold the event loop and every connection on it, and a quiet
+spell never leaves the keys stale while Secrets Manager answers. A request that finds them
+due all the same (the process was stopped) starts a read in the background.
 
 An init that will be snapshotted (SnapStart) must not hold a key: it checks the secret with
 ``DescribeSecret`` instead (`ApiKeyAuthenticator.check_readable`: it exists, is not being
@@ -58,6 +67,14 @@ MISSING_KEY_MESSAGE = (
     "You didn't provide an API key. Send it in the header 'Authorization: Bearer <key>'."
 )
 WRONG_KEY_MESSAGE = "Incorrect API key provided."
+#: `default_provider`'s bounds on one read of the secret (one attempt, no retry).
+CONNECT_TIMEOUT_SECONDS = 2.0
+READ_TIMEOUT_SECONDS = 3.0
+#: How long before the keys held go stale a read starts at the latest: the longest one read
+#: takes, so that while Secrets Manager answers the keys never go stale.
+REFRESH_LEAD_SECONDS = CONNECT_TIMEOUT_SECONDS + READ_TIMEOUT_SECONDS
+#: While a read runs, `ApiKeyAuthenticator.keep_fresh` looks again this often.
+KEEP_FRESH_POLL_SECONDS = 0.5
 #: After a failed read of the secret the next attempt waits this long, doubling with each
 #: consecutive failure up to `RETRY_MAX_SECONDS` (and never past the cache period).
 RETRY_BASE_SECONDS = 5
@@ -108,23 +125,25 @@ def _digest(value: str) -> bytes:
 class ApiKeyAuthenticator:
     """Checks Bearer tokens against the keys of one secret, read on its own schedule.
 
-    The keys are read again once they are ``cache_seconds`` old. A failed read leaves the
+    The keys are read again once they are `refresh_age` old. A failed read leaves the
     keys held as they were and schedules the next attempt (`retry_delay`: at most one
     attempt per interval, however many requests arrive); held keys stay valid until they are
     ``max_staleness_seconds`` old, then every request gets a 503 (`KeysUnavailableError`,
     with ``Retry-After``) until a read succeeds: never open, never a 500.
 
     ``background``: the read runs in a thread of its own and no request waits for it
-    (`serve`). Otherwise (Lambda, whose environment is frozen between invocations) the
-    request that finds the keys due makes the one attempt, bounded by the client's timeouts.
+    (`serve`, which also calls `keep_fresh`). Otherwise (Lambda, whose environment is frozen
+    between invocations) the request that finds the keys due makes the one attempt, bounded
+    by the client's timeouts.
     """
 
     def __init__(
         self,
         secret_id: str,
         *,
-        cache_seconds: int,
-        max_staleness_seconds: int | None = None,
+        cache_seconds: float,
+        max_staleness_seconds: float | None = None,
+        refresh_lead_seconds: float = REFRESH_LEAD_SECONDS,
         provider: SecretsProvider | None = None,
         background: bool = False,
         clock: Callable[[], float] = time.monotonic,
@@ -140,6 +159,11 @@ class ApiKeyAuthenticator:
         self.max_staleness_seconds = max(
             cache_seconds, max_staleness_seconds if max_staleness_seconds is not None else 0
         )
+        #: Age of the keys held at which the next read starts: the cache period, or earlier
+        #: where the staleness limit leaves a read less than its longest time to end.
+        self.refresh_age = max(
+            0.0, min(cache_seconds, self.max_staleness_seconds - refresh_lead_seconds)
+        )
         self.provider = provider
         self.background = background
         self.clock = clock
@@ -152,6 +176,7 @@ class ApiKeyAuthenticator:
         self._reading = False
         #: Bumped by `forget`: a read that began before is dropped when it ends.
         self._generation = 0
+        self._stop = threading.Event()  # ends `keep_fresh`'s thread
 
     def load(self) -> int:
         """Read and parse the secret now (init); ConfigError if it cannot be used."""
@@ -316,16 +341,45 @@ class ApiKeyAuthenticator:
         wait = self._next_attempt - now
         return max(1, math.ceil(wait)) if wait > 0 else 1
 
+    def keep_fresh(self) -> None:
+        """Read the keys on schedule in a thread of its own from now on (`serve`), whether
+        requests come or not, until `stop`: a quiet spell never leaves them stale."""
+        threading.Thread(target=self._keep_fresh, name="siglip-api-key-fresh", daemon=True).start()
+
+    def stop(self) -> None:
+        """End `keep_fresh`'s thread (a read it has begun ends on its own)."""
+        self._stop.set()
+
+    def _keep_fresh(self) -> None:
+        while not self._stop.wait(self._until_due()):
+            claimed = self._claim_read()
+            if claimed is not None:
+                self._attempt(claimed)
+
+    def _until_due(self) -> float:
+        """Seconds until a read is due (`refresh_age`, or the next attempt after a failure)."""
+        with self._lock:
+            now = self.clock()
+            if self._reading:
+                return KEEP_FRESH_POLL_SECONDS
+            due = now if self._read_at is None else self._read_at + self.refresh_age
+            return max(0.0, max(due, self._next_attempt) - now)
+
+    def _claim_read(self) -> int | None:
+        """The generation to read for when a read is due and none runs (this caller makes
+        it), else None."""
+        with self._lock:
+            now = self.clock()
+            due = self._read_at is None or now - self._read_at >= self.refresh_age
+            if not due or self._reading or now < self._next_attempt:
+                return None
+            self._reading = True
+            return self._generation
+
     def digests(self) -> tuple[bytes, ...]:
         """Digests of the valid keys; KeysUnavailableError (503) when none may be used."""
-        now = self.clock()
-        with self._lock:
-            due = self._read_at is None or now - self._read_at >= self.cache_seconds
-            start = due and not self._reading and now >= self._next_attempt
-            if start:
-                self._reading = True
-            generation = self._generation
-        if start:
+        generation = self._claim_read()
+        if generation is not None:
             if self.background:
                 threading.Thread(
                     target=self._attempt,
@@ -335,7 +389,7 @@ class ApiKeyAuthenticator:
                 ).start()
             else:
                 self._attempt(generation)
-            now = self.clock()
+        now = self.clock()
         with self._lock:
             if self._fresh(now):
                 return self._digests
@@ -351,7 +405,7 @@ class ApiKeyAuthenticator:
             raise AuthenticationError(WRONG_KEY_MESSAGE)
 
 
-def retry_delay(failures: int, cache_seconds: int) -> float:
+def retry_delay(failures: int, cache_seconds: float) -> float:
     """Seconds before the next read after ``failures`` consecutive failed ones: doubling from
     `RETRY_BASE_SECONDS`, at most `RETRY_MAX_SECONDS` and at most the cache period."""
     delay = RETRY_BASE_SECONDS * 2 ** min(failures - 1, 16)
@@ -370,7 +424,11 @@ def read_keys(secret_id: str, *, provider: SecretsProvider | None = None) -> tup
     return parse_keys(raw)
 
 
-def default_provider(*, connect_timeout: float = 2, read_timeout: float = 3) -> SecretsProvider:
+def default_provider(
+    *,
+    connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
+    read_timeout: float = READ_TIMEOUT_SECONDS,
+) -> SecretsProvider:
     """A Secrets Manager provider whose one read takes at most the two timeouts: one attempt
     per read, no retry (the authenticator schedules the next attempt itself)."""
     from aws_lambda_powertools.utilities.parameters import SecretsProvider
@@ -389,11 +447,15 @@ def build_authenticator(
     *,
     provider: SecretsProvider | None = None,
     background: bool = False,
+    keep_fresh: bool | None = None,
     clock: Callable[[], float] = time.monotonic,
     on_refresh_failed: Callable[[], None] | None = None,
     read_now: bool = True,
 ) -> ApiKeyAuthenticator:
     """The authenticator for ``auth_mode == "api-key"``, its keys loaded (ConfigError if not).
+
+    ``background`` (`serve`): reads off the request path, and, unless ``keep_fresh`` is
+    False, kept fresh by a thread of their own (`ApiKeyAuthenticator.keep_fresh`).
 
     ``read_now=False`` (an init that will be snapshotted): the secret is checked without
     reading its value (`ApiKeyAuthenticator.check_readable`) and no key is held until a read
@@ -418,6 +480,8 @@ def build_authenticator(
         return authenticator
     keys = authenticator.load()
     logger.info("API key authentication on", extra={"api_keys": keys})
+    if background if keep_fresh is None else keep_fresh:
+        authenticator.keep_fresh()
     return authenticator
 
 

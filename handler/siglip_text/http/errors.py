@@ -60,6 +60,13 @@ class InvalidHeaderError(InvalidInputError):
     code = "invalid_header"
 
 
+class InvalidFramingError(InvalidInputError):
+    """Raised when a request's HTTP framing is ambiguous or cannot be parsed (`serve`'s parser
+    refused it, or Content-Length and Transfer-Encoding disagree): the connection must close."""
+
+    code = "invalid_http_request"
+
+
 class UnknownFieldError(InvalidInputError):
     """Raised when a request body holds a field the endpoint does not define (OpenAI's rule)."""
 
@@ -174,7 +181,10 @@ ERRORS: dict[type[SiglipError], Kind] = {
     UnsupportedMediaTypeError: Kind(415, INVALID),
     # RFC 9110 section 15.5.16: a 415 for a content coding names the codings accepted.
     UnsupportedContentEncodingError: Kind(415, INVALID, {"Accept-Encoding": "identity"}),
-    HeadersTooLargeError: Kind(431, INVALID),
+    # RFC 9112 section 6.1: after such a request the bytes that follow cannot be trusted to
+    # start the next one, so the connection closes.
+    InvalidFramingError: Kind(400, INVALID, {"Connection": "close"}),
+    HeadersTooLargeError: Kind(431, INVALID, {"Connection": "close"}),
     OverloadedError: Kind(429, "rate_limit_error", _RETRY),
     ShuttingDownError: Kind(503, "server_error", _RETRY),
     KeysUnavailableError: Kind(503, "server_error", _RETRY),
