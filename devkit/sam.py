@@ -219,6 +219,12 @@ def _resolver(cfn: dict[str, Any], known: dict[str, str]) -> Callable[[Any], Any
                 if isinstance(items, str):  # a CommaDelimitedList parameter, passed as "a,b"
                     items = items.split(",") if items else []
                 return separator.join(str(v) for v in items)
+            if key == "Fn::Split":
+                separator, text = arg
+                return str(walk(text)).split(separator)
+            if key == "Fn::Select":
+                index, items = arg
+                return walk(items)[int(walk(index))]
             if key == "Fn::FindInMap":
                 mapping, top, second = (walk(v) for v in arg)
                 return cfn["Mappings"][mapping][top][second]
