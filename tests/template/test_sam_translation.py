@@ -37,6 +37,8 @@ UNVERSIONED = {"ReservedConcurrentExecutions", "Tags"}
 OTHER_VALUES = {
     "IndexFingerprint": "sha256:" + "0123456789abcdef" * 4,
     "WafRateLimitPerIp": "2000",
+    "ApiThrottle": "10/20",
+    "PermissionsBoundary": "arn:aws:iam::123456789012:policy/team-boundary",
 }
 #: The Description of a Lambda version: at most 256 characters (CloudFormation's schema).
 VERSION_DESCRIPTION_MAX = 256
