@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -88,7 +89,8 @@ def function_lines() -> list[dict[str, Any]]:
 
     out = io.StringIO()
     with redirect_stdout(out):
-        logger = Logger(service="siglip-text", stream=out)
+        # a logger of its own: Powertools keeps the first handler a service's logger got
+        logger = Logger(service=f"siglip-text-{uuid.uuid4().hex}", stream=out)
         logger.set_correlation_id("52fdfc07-2182-154f-163f-5f0f9a621d72")
         metrics = Metrics(namespace="SiglipText", service="siglip-text")
         observer = PowertoolsObserver(metrics, logger)
