@@ -8,7 +8,8 @@ one is 7, then evaluated minute by minute against what Lambda and API Gateway pu
 5-minute canary's requests (devkit/cloudwatch.py): 60 requests a minute, 10% of them to the
 new version.
 
-The alarms that notify (and roll nothing back) are evaluated the same way over 20 minutes of
+The alarms that notify (and roll nothing back; production behind either frontend, and
+Lambda Managed Instances' template) are evaluated the same way over 20 minutes of
 healthy traffic with one bad event in it (none may fire), and with each real problem
 throughout (the alarms that watch it must fire).
 """
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 
 from devkit.cloudwatch import Metrics, alarm_states
-from devkit.deployment import samconfig_parameters
+from devkit.deployment import MANAGED_INSTANCES_TEMPLATE, TEMPLATE, samconfig_parameters
 from devkit.sam import (
     evaluate_conditions,
     parameter_defaults,
@@ -154,24 +155,40 @@ MINUTES = range(20)
 STEADY, FAST_MS = 120, 60.0
 
 
+#: The stacks whose notifying alarms are evaluated: production behind either frontend
+#: (template.yaml), and Lambda Managed Instances (their own template, its samconfig line).
+STACKS = ["rest-api", "function-url", "managed-instances"]
+
+
 @functools.cache
-def notifying_alarms(frontend: str) -> dict[str, dict[str, Any]]:
+def notifying_alarms(stack: str) -> dict[str, dict[str, Any]]:
     """The alarms a production stack creates that notify and roll nothing back, as
     CloudFormation creates them (the access log on, so its failed-invoke alarm too)."""
-    parameters = {
-        **samconfig_parameters("prod"),
-        "AlarmTopicArn": TOPIC,
-        "Frontend": frontend,
-        "ApiAccessLogs": "on",
-    }
-    cfn = translate(parameters)
-    conditions = evaluate_conditions(cfn, parameter_defaults(source_template(), **parameters))
+    if stack == "managed-instances":
+        path = MANAGED_INSTANCES_TEMPLATE
+        parameters = {**samconfig_parameters(stack), "AlarmTopicArn": TOPIC}
+        rollback: dict[str, Any] = {}
+    else:
+        path = TEMPLATE
+        parameters = {
+            **samconfig_parameters("prod"),
+            "AlarmTopicArn": TOPIC,
+            "Frontend": stack,
+            "ApiAccessLogs": "on",
+        }
+        rollback = rollback_alarms(stack)
+    cfn = translate(parameters, path=path)
+    conditions = evaluate_conditions(cfn, parameter_defaults(source_template(path), **parameters))
     (version_id,) = resources_of_type(cfn, "AWS::Lambda::Version")
-    refs = {"SiglipTextFunction": FUNCTION, f"{version_id}.Version": NEW}
+    refs = {
+        "SiglipTextFunction": FUNCTION,
+        "SiglipTextManagedFunction": FUNCTION,
+        f"{version_id}.Version": NEW,
+    }
     return {
         name: resolve(cfn, alarm["Properties"], parameters, refs)
         for name, alarm in resources_of_type(cfn, "AWS::CloudWatch::Alarm").items()
-        if conditions[alarm["Condition"]] and name not in rollback_alarms(frontend)
+        if conditions[alarm["Condition"]] and name not in rollback
     }
 
 
@@ -223,17 +240,17 @@ def states_of(alarms: dict[str, dict[str, Any]], metrics: Metrics) -> dict[str, 
     return {name: alarm_states(alarm, metrics, MINUTES) for name, alarm in alarms.items()}
 
 
-@pytest.mark.parametrize("frontend", ["rest-api", "function-url"])
+@pytest.mark.parametrize("frontend", STACKS)
 def test_every_notifying_alarm_says_ok_too(frontend: str) -> None:
     alarms = notifying_alarms(frontend)
-    assert len(alarms) >= 7, sorted(alarms)
+    assert len(alarms) >= (4 if frontend == "managed-instances" else 7), sorted(alarms)
     for name, alarm in alarms.items():
         assert alarm["AlarmActions"] == [TOPIC], name
         assert alarm["OKActions"] == [TOPIC], name
 
 
 @pytest.mark.parametrize("event", ONE_EVENT, ids=lambda f: f.__name__)
-@pytest.mark.parametrize("frontend", ["rest-api", "function-url"])
+@pytest.mark.parametrize("frontend", STACKS)
 @pytest.mark.parametrize("per_minute", [STEADY, 1])
 def test_no_notifying_alarm_fires_on_one_event(frontend: str, event: Any, per_minute: int) -> None:
     # GIVEN healthy traffic (busy, or one request a minute) and one bad event in it
@@ -246,7 +263,7 @@ def test_no_notifying_alarm_fires_on_one_event(frontend: str, event: Any, per_mi
     }
 
 
-@pytest.mark.parametrize("frontend", ["rest-api", "function-url"])
+@pytest.mark.parametrize("frontend", STACKS)
 def test_a_few_errors_among_many_requests_do_not_page(frontend: str) -> None:
     # GIVEN busy traffic in which one request fails in each of three minutes (under 1%)
     metrics = steady(Metrics(function=FUNCTION))
@@ -257,7 +274,7 @@ def test_a_few_errors_among_many_requests_do_not_page(frontend: str) -> None:
     assert all(state == "OK" for row in found.values() for state in row), found
 
 
-@pytest.mark.parametrize("frontend", ["rest-api", "function-url"])
+@pytest.mark.parametrize("frontend", STACKS)
 def test_cold_starts_at_low_traffic_do_not_page(frontend: str) -> None:
     # GIVEN two requests a minute, one of them a cold start (a new environment) each minute
     metrics = Metrics(function=FUNCTION)
@@ -315,6 +332,7 @@ SIGNALS: dict[str, tuple[Any, dict[str, set[str]]]] = {
         {
             "rest-api": {"FunctionErrorsAlarm", "Api5xxAlarm"},
             "function-url": {"FunctionErrorsAlarm", "Url5xxAlarm"},
+            "managed-instances": {"FunctionErrorsAlarm", "Api5xxAlarm"},
         },
     ),
     "throttles": (
@@ -322,17 +340,23 @@ SIGNALS: dict[str, tuple[Any, dict[str, set[str]]]] = {
         {
             "rest-api": {"ThrottlesAlarm", "GatewayInvokeFailureAlarm", "Api5xxAlarm"},
             "function-url": {"ThrottlesAlarm"},
+            "managed-instances": {"Api5xxAlarm"},
         },
     ),
     "latency": (
         slow,
-        {"rest-api": {"LatencyP99Alarm"}, "function-url": {"UrlLatencyP99Alarm"}},
+        {
+            "rest-api": {"LatencyP99Alarm"},
+            "function-url": {"UrlLatencyP99Alarm"},
+            "managed-instances": set(),
+        },
     ),
     "concurrency": (
         saturated,
         {
             "rest-api": {"ConcurrencyNearReservationAlarm"},
             "function-url": {"ConcurrencyNearReservationAlarm"},
+            "managed-instances": set(),
         },
     ),
     "timeout": (
@@ -340,17 +364,22 @@ SIGNALS: dict[str, tuple[Any, dict[str, set[str]]]] = {
         {
             "rest-api": {"DurationNearTimeoutAlarm"},
             "function-url": {"DurationNearTimeoutAlarm"},
+            "managed-instances": {"DurationNearTimeoutAlarm"},
         },
     ),
     "keys": (
         secret_unreadable,
-        {"rest-api": {"KeyRefreshFailuresAlarm"}, "function-url": {"KeyRefreshFailuresAlarm"}},
+        {
+            "rest-api": {"KeyRefreshFailuresAlarm"},
+            "function-url": {"KeyRefreshFailuresAlarm"},
+            "managed-instances": {"KeyRefreshFailuresAlarm"},
+        },
     ),
 }
 
 
 @pytest.mark.parametrize("signal", sorted(SIGNALS))
-@pytest.mark.parametrize("frontend", ["rest-api", "function-url"])
+@pytest.mark.parametrize("frontend", STACKS)
 def test_each_notifying_alarm_fires_on_its_signal(frontend: str, signal: str) -> None:
     # GIVEN healthy traffic and, throughout, one real problem
     scenario, expected = SIGNALS[signal]
@@ -362,7 +391,7 @@ def test_each_notifying_alarm_fires_on_its_signal(frontend: str, signal: str) ->
     assert expected[frontend] <= fired, found
 
 
-@pytest.mark.parametrize("frontend", ["rest-api", "function-url"])
+@pytest.mark.parametrize("frontend", STACKS)
 def test_every_notifying_alarm_has_a_signal_that_fires_it(frontend: str) -> None:
     # (an alarm no signal fires watches a metric nobody publishes: a wrong name or dimension)
     covered = set().union(*(expected[frontend] for _, expected in SIGNALS.values()))
