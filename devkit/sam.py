@@ -289,6 +289,8 @@ def lint_findings(cfn: dict[str, Any], path: Path = TEMPLATE) -> list[Any]:
       !FindInMap at transform time.
     - W1001 on the Refs to `GRADUAL_DEPLOY_ONLY`: they exist with GradualDeploy, the only
       case where SAM writes those Refs (into the deployment group and the alias's policy).
+    - W1030 on the TracingConfig's Ref to the Tracing parameter, whose Disabled is no
+      TracingConfig mode: SAM writes the TracingConfig only when the parameter is Active.
     """
     import json
 
@@ -306,6 +308,7 @@ def lint_findings(cfn: dict[str, Any], path: Path = TEMPLATE) -> list[Any]:
             and m.path[1] in MANAGED_INSTANCES_OPTIONAL
         )
         and not (m.rule.id == "W1030" and "'AlarmTopicArn'" in m.message)
+        and not (m.rule.id == "W1030" and "{'Ref': 'Tracing'}" in m.message)
         and not (m.rule.id == "W7001" and "TrafficShifting" in m.message)
         and not (
             m.rule.id == "W1001" and any(f"'{name}'" in m.message for name in GRADUAL_DEPLOY_ONLY)
