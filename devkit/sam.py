@@ -219,6 +219,12 @@ def _resolver(cfn: dict[str, Any], known: dict[str, str]) -> Callable[[Any], Any
                 if isinstance(items, str):  # a CommaDelimitedList parameter, passed as "a,b"
                     items = items.split(",") if items else []
                 return separator.join(str(v) for v in items)
+            if key == "Fn::Split":
+                separator, text = arg
+                return str(walk(text)).split(separator)
+            if key == "Fn::Select":
+                index, items = arg
+                return walk(items)[int(walk(index))]
             if key == "Fn::FindInMap":
                 mapping, top, second = (walk(v) for v in arg)
                 return cfn["Mappings"][mapping][top][second]
@@ -283,6 +289,8 @@ def lint_findings(cfn: dict[str, Any], path: Path = TEMPLATE) -> list[Any]:
       !FindInMap at transform time.
     - W1001 on the Refs to `GRADUAL_DEPLOY_ONLY`: they exist with GradualDeploy, the only
       case where SAM writes those Refs (into the deployment group and the alias's policy).
+    - W1030 on the TracingConfig's Ref to the Tracing parameter, whose Disabled is no
+      TracingConfig mode: SAM writes the TracingConfig only when the parameter is Active.
     """
     import json
 
@@ -300,6 +308,7 @@ def lint_findings(cfn: dict[str, Any], path: Path = TEMPLATE) -> list[Any]:
             and m.path[1] in MANAGED_INSTANCES_OPTIONAL
         )
         and not (m.rule.id == "W1030" and "'AlarmTopicArn'" in m.message)
+        and not (m.rule.id == "W1030" and "{'Ref': 'Tracing'}" in m.message)
         and not (m.rule.id == "W7001" and "TrafficShifting" in m.message)
         and not (
             m.rule.id == "W1001" and any(f"'{name}'" in m.message for name in GRADUAL_DEPLOY_ONLY)

@@ -236,8 +236,8 @@ def test_stage_throttling_is_a_429_and_a_failed_invoke_a_503_that_claims_no_capa
     assert responses["REQUEST_TOO_LARGE"]["StatusCode"] == "413"
     assert {"DEFAULT_4XX", "DEFAULT_5XX"} <= set(responses)
     stage = template["Resources"]["SiglipTextApi"]["Properties"]["MethodSettings"][0]
-    for limit in ("ThrottlingRateLimit", "ThrottlingBurstLimit"):
-        assert stage[limit] == {"Fn::FindInMap": ["Settings", "Api", limit]}
+    for index, limit in enumerate(("ThrottlingRateLimit", "ThrottlingBurstLimit")):
+        assert resolve(template, stage[limit], {"ApiThrottle": "7/9"}) == "79"[index]
 
 
 def render(body_template: str) -> dict[str, Any]:
@@ -298,16 +298,37 @@ def test_conditions_follow_the_parameters(template: dict[str, Any]) -> None:
 # --- observability and outputs -------------------------------------------------------------
 
 
-#: What each frontend's alarms watch beyond Lambda's Throttles and Errors: its 5xx count and
-#: its p99 latency. A function URL has no API Gateway metrics; Lambda publishes Url* metrics.
+#: What each frontend's alarms watch beyond Lambda's own metrics: its requests, 5xx count and
+#: p99 latency. A function URL has no API Gateway metrics; Lambda publishes Url* metrics.
 FRONTEND_METRICS = {
     "rest-api": {
+        ("AWS/ApiGateway", "Count"),
         ("AWS/ApiGateway", "5XXError"),
         ("AWS/ApiGateway", "Latency"),
         ("SiglipText", "GatewayInvokeFailures"),  # from the access log (ApiAccessLogs=on)
     },
-    "function-url": {("AWS/Lambda", "Url5xxCount"), ("AWS/Lambda", "UrlRequestLatency")},
+    "function-url": {
+        ("AWS/Lambda", "UrlRequestCount"),
+        ("AWS/Lambda", "Url5xxCount"),
+        ("AWS/Lambda", "UrlRequestLatency"),
+    },
 }
+#: Lambda's metrics of the function and its own that the alarms watch, whichever the frontend.
+FUNCTION_METRICS = {
+    ("AWS/Lambda", "Throttles"),
+    ("AWS/Lambda", "Errors"),
+    ("AWS/Lambda", "Invocations"),
+    ("AWS/Lambda", "Duration"),
+    ("AWS/Lambda", "ConcurrentExecutions"),
+    ("SiglipText", "ApiKeyRefreshFailures"),
+}
+
+
+def alarm_metrics(alarm: dict[str, Any]) -> list[dict[str, Any]]:
+    """The metrics an alarm reads: its own, or each of its metric-math queries'."""
+    if "Metrics" not in alarm:
+        return [{k: alarm[k] for k in ("Namespace", "MetricName", "Dimensions") if k in alarm}]
+    return [query["MetricStat"]["Metric"] for query in alarm["Metrics"] if "MetricStat" in query]
 
 
 def metric_name(name: str | dict[str, str]) -> str:
@@ -320,28 +341,40 @@ def test_alarms_watch_throttles_errors_5xx_and_p99_latency_of_the_chosen_fronten
     template: dict[str, Any], frontend: str
 ) -> None:
     # GIVEN a topic to notify (no alarms without one), the access log, updates at once
-    params = {"Frontend": frontend, "AlarmTopicArn": TOPIC, "ApiAccessLogs": "on"}
-    if frontend == "function-url":
-        params["ReservedConcurrency"] = "10"
+    params = {
+        "Frontend": frontend,
+        "AlarmTopicArn": TOPIC,
+        "ApiAccessLogs": "on",
+        "ReservedConcurrency": "10",
+    }
     conditions = evaluate_conditions(template, parameter_defaults(template, **params))
     alarms = [
         r["Properties"]
         for r in template["Resources"].values()
         if r["Type"] == "AWS::CloudWatch::Alarm" and conditions.get(r.get("Condition"), True)
     ]
-    watched = {(a["Namespace"], metric_name(a["MetricName"])) for a in alarms}
-    lambda_metrics = {("AWS/Lambda", "Throttles"), ("AWS/Lambda", "Errors")}
-    assert watched == lambda_metrics | FRONTEND_METRICS[frontend]
-    latency = [a for a in alarms if "Latency" in metric_name(a["MetricName"])]
-    assert len(latency) == 1 and latency[0]["ExtendedStatistic"] == "p99"
+    metrics = [metric for alarm in alarms for metric in alarm_metrics(alarm)]
+    watched = {
+        (resolve(template, m["Namespace"], params), metric_name(m["MetricName"])) for m in metrics
+    }
+    assert watched == FUNCTION_METRICS | FRONTEND_METRICS[frontend]
+    latency = [a for a in alarms if "latency" in {q["Id"] for q in a.get("Metrics", [])}]
+    assert len(latency) == 1
+    assert {q["MetricStat"]["Stat"] for q in latency[0]["Metrics"] if "MetricStat" in q} == {
+        "p99",
+        "SampleCount",
+    }
     assert latency[0]["Threshold"] == {"Fn::FindInMap": ["Settings", "Alarms", "LatencyP99Ms"]}
     api_name = template["Resources"]["SiglipTextApi"]["Properties"]["Name"]
     for alarm in alarms:
-        dimensions = {d["Name"]: d["Value"] for d in alarm.get("Dimensions", [])}
         assert alarm["AlarmActions"] == [{"Ref": "AlarmTopicArn"}]
-        if alarm["Namespace"] == "AWS/ApiGateway":
+    for metric in metrics:
+        dimensions = {d["Name"]: d["Value"] for d in metric.get("Dimensions", [])}
+        if metric["Namespace"] == "AWS/ApiGateway":
             assert dimensions["ApiName"] == api_name  # else the alarm watches nothing
-        elif alarm["Namespace"] == "SiglipText":  # the access log's metric, per stack
+        elif metric["MetricName"] == "ApiKeyRefreshFailures":  # the function's EMF metric
+            assert set(dimensions) == {"service"}
+        elif resolve(template, metric["Namespace"], params) == "SiglipText":  # the access log's
             assert dimensions == {}
         else:
             assert dimensions == {"FunctionName": SERVING_FUNCTION}

@@ -37,6 +37,8 @@ UNVERSIONED = {"ReservedConcurrentExecutions", "Tags"}
 OTHER_VALUES = {
     "IndexFingerprint": "sha256:" + "0123456789abcdef" * 4,
     "WafRateLimitPerIp": "2000",
+    "ApiThrottle": "10/20",
+    "PermissionsBoundary": "arn:aws:iam::123456789012:policy/team-boundary",
 }
 #: The Description of a Lambda version: at most 256 characters (CloudFormation's schema).
 VERSION_DESCRIPTION_MAX = 256
@@ -276,7 +278,14 @@ def test_translated_template_passes_cfn_lint() -> None:
         "AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:alarms",
         "IndexFingerprint": "sha256:" + "0" * 64,
     }
-    for parameters in ({}, other, url, signed, production):
+    options = {
+        **production,
+        "ApiAccessLogs": "on+execution",
+        "Tracing": "Active",
+        "PermissionsBoundary": "arn:aws:iam::123456789012:policy/team-boundary",
+        "ApiThrottle": "200/20",
+    }
+    for parameters in ({}, other, url, signed, production, options):
         cfn = deployed(**parameters)
         rest = lint_findings(cfn)
         assert rest == [], "\n".join(str(m) for m in rest)

@@ -202,8 +202,17 @@ def test_its_rest_api_is_template_yamls_on_another_function() -> None:
     main = load_template()["Resources"]["SiglipTextApi"]["Properties"]
     managed = load_template(TEMPLATE)["Resources"]["SiglipTextApi"]["Properties"]
     # THEN the same routes, stage settings and gateway responses (OpenAI-shaped errors)
-    for key in ("StageName", "OpenApiVersion", "EndpointConfiguration", "MethodSettings"):
+    for key in ("StageName", "OpenApiVersion", "EndpointConfiguration"):
         assert managed[key] == main[key], key
+    # the same throttle, from a parameter of the same name (template.yaml's stage adds its
+    # optional execution log, which needs the account's logging role)
+    (main_settings,) = main["MethodSettings"]
+    (managed_settings,) = managed["MethodSettings"]
+    assert {k: main_settings[k] for k in managed_settings} == managed_settings
+    assert load_template(TEMPLATE)["Parameters"]["ApiThrottle"] == {
+        **load_template()["Parameters"]["ApiThrottle"],
+        "Description": load_template(TEMPLATE)["Parameters"]["ApiThrottle"]["Description"],
+    }
     assert managed["GatewayResponses"] == main["GatewayResponses"]
     renamed = str(managed["DefinitionBody"]).replace(
         "SiglipTextManagedFunction", "SiglipTextFunction"
