@@ -545,3 +545,44 @@ def test_the_pipeline_checks_before_it_builds_and_deploys_without_a_prompt() -> 
     credentials = job["steps"][first("configure-aws-credentials")]["with"]
     assert "role-to-assume" in credentials and "aws-access-key-id" not in credentials
     assert "--no-confirm-changeset" in steps[first("sam deploy --config-env prod")]
+
+
+def test_the_deploy_docs_name_every_resource_type_stack_tags_cannot_reach() -> None:
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+    from devkit.sam import translate
+
+    # GIVEN every resource type the templates translate to, production's options on
+    topic = "arn:aws:sns:us-east-1:123456789012:siglip-text-alarms"
+    translated = [
+        translate(
+            {
+                "TrafficShifting": "Canary10Percent5Minutes",
+                "AlarmTopicArn": topic,
+                "WafRateLimitPerIp": "2000",
+                "ApiAccessLogs": "on",
+            }
+        ),
+        translate({"Frontend": "function-url", "ReservedConcurrency": "5"}),
+        translate(
+            {
+                "CapacityProviderSubnetIds": "subnet-0123456789abcdef0",
+                "CapacityProviderSecurityGroupIds": "sg-0123456789abcdef0",
+                "AlarmTopicArn": topic,
+            },
+            path=MANAGED_INSTANCES_TEMPLATE,
+        ),
+    ]
+    types = {r["Type"] for cfn in translated for r in cfn["Resources"].values()}
+
+    def taggable(resource_type: str) -> bool:
+        schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", resource_type).schema
+        return bool(schema.get("tagging", {}).get("taggable", "Tags" in schema["properties"]))
+
+    # WHEN the registry schemas say which take no tags
+    untaggable = {t for t in types if not taggable(t)}
+    # THEN docs/deploy.md's Tags table names each of them in its "no" row, and no other
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    tags = text[text.index("## Tags") :]
+    (row,) = [line for line in tags.splitlines() if "| no: not taggable" in line]
+    assert set(re.findall(r"`(AWS::[A-Za-z0-9:]+)`", row)) == untaggable
