@@ -11,11 +11,13 @@ import json
 import os
 import re
 import shlex
+import subprocess
 import tomllib
 import uuid
 from typing import Any
 
 import pytest
+import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -34,7 +36,13 @@ from devkit.deployment import (
     function_resource,
     load_template,
 )
-from devkit.sam import evaluate_conditions, function_environment, parameter_defaults, resolve
+from devkit.sam import (
+    evaluate_conditions,
+    function_environment,
+    parameter_defaults,
+    resolve,
+    translate,
+)
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.paths import ROOT
 
@@ -477,8 +485,6 @@ _BASE_PIN = re.compile(r"public\.ecr\.aws/lambda/python:[0-9.]+@sha256:[0-9a-f]{
 def _tracked_files_pinning_the_base() -> dict[str, set[str]]:
     """Every file of the repository (but the changelog, which is history) that names the base
     image by digest, with the pins it names."""
-    import subprocess
-
     listed = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
@@ -527,8 +533,6 @@ def test_the_bot_rewrites_every_file_that_pins_the_base_image_so_its_change_is_w
 
 
 def test_the_pipeline_checks_before_it_builds_and_deploys_without_a_prompt() -> None:
-    import yaml
-
     workflow = yaml.safe_load(DEPLOY_WORKFLOW.read_text())
     # only when started by hand: a copy never deploys unconfigured (PyYAML reads `on` as True)
     assert set(workflow[True]) == {"workflow_dispatch"}
@@ -548,9 +552,8 @@ def test_the_pipeline_checks_before_it_builds_and_deploys_without_a_prompt() -> 
 
 
 def test_the_deploy_docs_name_every_resource_type_stack_tags_cannot_reach() -> None:
+    # imported here: cfn-lint's schemas take seconds to import (devkit/sam.py does the same)
     from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
-
-    from devkit.sam import translate
 
     # GIVEN every resource type the templates translate to, production's options on
     topic = "arn:aws:sns:us-east-1:123456789012:siglip-text-alarms"
