@@ -7,12 +7,11 @@ resolver, on the template AWS's SAM translator makes.
 from __future__ import annotations
 
 import re
-import shlex
 import tomllib
 from pathlib import Path
 from typing import Any
 
-import yaml
+from siglip_text.tools import deploy_check
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "template.yaml"
@@ -27,31 +26,10 @@ REQUIREMENTS_TXT = ROOT / "layers" / "python" / "requirements.txt"
 # --- template.yaml ----------------------------------------------------------------------------
 
 
-class _CloudFormationLoader(yaml.SafeLoader):  # type: ignore[misc]  # yaml has no stubs here
-    """YAML with CloudFormation's short intrinsic tags (!Ref, !Sub, !If, ...) as their long form."""
-
-
-def _intrinsic(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
-    value: Any
-    if isinstance(node, yaml.ScalarNode):
-        value = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)
-    if suffix in ("Ref", "Condition"):  # the two whose long form has no "Fn::"
-        return {suffix: value}
-    if suffix == "GetAtt" and isinstance(value, str):
-        value = value.split(".", 1)
-    return {f"Fn::{suffix}": value}
-
-
-_CloudFormationLoader.add_multi_constructor("!", _intrinsic)
-
-
 def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
-    template: dict[str, Any] = yaml.load(path.read_text(), Loader=_CloudFormationLoader)  # noqa: S506
-    return template
+    """A template with CloudFormation's short intrinsic tags (!Ref, !Sub, !If, ...) as their
+    long form: `siglip-text check-deploy`'s reader, the one copy."""
+    return deploy_check.load_template(path)
 
 
 #: The function that serves the API (the template's other function is the deploy hook).
@@ -74,7 +52,7 @@ def samconfig_parameters(env: str = "default", command: str = "deploy") -> dict[
     `parameter_overrides` line (the SAM CLI splits it as a shell does)."""
     config = tomllib.loads(SAMCONFIG.read_text())
     line = config[env].get(command, {}).get("parameters", {}).get("parameter_overrides", "")
-    return dict(item.split("=", 1) for item in shlex.split(line))
+    return deploy_check.split_overrides(line)
 
 
 # --- .dockerignore ----------------------------------------------------------------------------

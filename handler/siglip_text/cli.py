@@ -42,6 +42,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "siglip_text.tools.fidelity",
         "a bundle's vectors vs fp32 on each CPU (native, AVX2, AVX, arm64 under qemu)",
     ),
+    "check-deploy": (
+        "siglip_text.tools.deploy_check",
+        "check a samconfig.toml environment against the template's rules, before sam build",
+    ),
 }
 
 

@@ -15,7 +15,9 @@ on stdout. Requests:
   `sam build` uses for function F (the CLI's stack and function providers);
 - ``{"op": "parameters", "template": T}``: the parameters `sam deploy --guided` asks for;
 - ``{"op": "document", "dir": D}``: samconfig.toml as the CLI reads it;
-- ``{"op": "put", "dir": D, "command": C, "key": K, "value": V}``: SamConfig.put + flush.
+- ``{"op": "put", "dir": D, "command": C, "key": K, "value": V}``: SamConfig.put + flush;
+- ``{"op": "deploy_values", "dir": D, "env": E}``: the parameters and tags `sam deploy
+  --config-env E` passes to CloudFormation, as its own option types parse samconfig's lines.
 """
 
 from __future__ import annotations
@@ -122,6 +124,16 @@ def main() -> None:
             command: SamConfig(str(directory)).get_all([command], "parameters")
             for command in ("global", *COMMANDS)
         } | {"raw": raw}
+    elif op == "deploy_values":
+        from samcli.cli.types import CfnParameterOverridesType, CfnTags
+
+        found = options(directory, "deploy", request.get("env", "default"))
+        answer = {
+            "parameters": CfnParameterOverridesType().convert(
+                found.get("parameter_overrides", ""), None, None
+            ),
+            "tags": CfnTags().convert(found["tags"], None, None) if "tags" in found else None,
+        }
     elif op == "put":
         from samcli.lib.config.samconfig import SamConfig
 

@@ -11,11 +11,13 @@ import json
 import os
 import re
 import shlex
+import subprocess
 import tomllib
 import uuid
 from typing import Any
 
 import pytest
+import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -34,7 +36,13 @@ from devkit.deployment import (
     function_resource,
     load_template,
 )
-from devkit.sam import evaluate_conditions, function_environment, parameter_defaults, resolve
+from devkit.sam import (
+    evaluate_conditions,
+    function_environment,
+    parameter_defaults,
+    resolve,
+    translate,
+)
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.paths import ROOT
 
@@ -498,3 +506,119 @@ def test_template_passes_cfn_lint() -> None:
     api = pytest.importorskip("cfnlint.api", reason="cfn-lint is in the test extra")
     matches = api.lint_file(TEMPLATE)
     assert matches == [], "\n".join(str(m) for m in matches)
+
+
+# --- patching and the pipeline: .github/ --------------------------------------------------
+
+RENOVATE = ROOT / ".github" / "renovate.json"
+DEPLOY_WORKFLOW = ROOT / ".github" / "workflows" / "deploy.yml"
+_BASE_PIN = re.compile(r"public\.ecr\.aws/lambda/python:[0-9.]+@sha256:[0-9a-f]{64}")
+
+
+def _tracked_files_pinning_the_base() -> dict[str, set[str]]:
+    """Every file of the repository (but the changelog, which is history) that names the base
+    image by digest, with the pins it names."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    found: dict[str, set[str]] = {}
+    for name in listed:
+        path = ROOT / name
+        if name == "CHANGELOG.md" or not path.is_file():
+            continue
+        try:
+            pins = set(_BASE_PIN.findall(path.read_text()))
+        except UnicodeDecodeError:
+            continue
+        if pins:
+            found[name] = pins
+    return found
+
+
+def _js_regex(pattern: str) -> re.Pattern[str]:
+    """A Renovate pattern (JavaScript syntax, `/.../` for file patterns) as Python's."""
+    body = pattern[1:-1] if pattern.startswith("/") and pattern.endswith("/") else pattern
+    return re.compile(body.replace("(?<", "(?P<"))
+
+
+def test_the_bot_rewrites_every_file_that_pins_the_base_image_so_its_change_is_whole() -> None:
+    # GIVEN the patching bot's rule for the base image (docs/deploy.md, "Patching")
+    config = json.loads(RENOVATE.read_text())
+    (manager,) = [m for m in config["customManagers"] if m.get("datasourceTemplate") == "docker"]
+    patterns = [_js_regex(p) for p in manager["managerFilePatterns"]]
+    (match,) = [_js_regex(s) for s in manager["matchStrings"]]
+    # WHEN every file that names the base image by digest is looked for
+    pinned = _tracked_files_pinning_the_base()
+    # THEN they all name one digest (the Dockerfile's default is the source) ...
+    (default,) = re.findall(r"^ARG BASE_IMAGE=(\S+)$", DOCKERFILE.read_text(), re.MULTILINE)
+    assert {pin for pins in pinned.values() for pin in pins} == {default}
+    # ... and the bot rewrites exactly those files, where its pattern finds the pin
+    rewritten = {name for name in pinned if any(p.search(name) for p in patterns)}
+    assert rewritten == set(pinned), f"not rewritten by the bot: {set(pinned) - rewritten}"
+    for name in pinned:
+        found = match.search((ROOT / name).read_text())
+        assert found is not None and found.group(0) == default, name
+        assert found.group("currentDigest") == default.split("@", 1)[1]
+
+
+def test_the_pipeline_checks_before_it_builds_and_deploys_without_a_prompt() -> None:
+    workflow = yaml.safe_load(DEPLOY_WORKFLOW.read_text())
+    # only when started by hand: a copy never deploys unconfigured (PyYAML reads `on` as True)
+    assert set(workflow[True]) == {"workflow_dispatch"}
+    assert workflow["permissions"]["id-token"] == "write"
+    (job,) = workflow["jobs"].values()
+    steps = [step.get("run", "") + " " + step.get("uses", "") for step in job["steps"]]
+
+    def first(text: str) -> int:
+        return next(i for i, step in enumerate(steps) if text in step)
+
+    assert first("check-deploy --config-env prod") < first("configure-aws-credentials")
+    assert first("configure-aws-credentials") < first("sam build --config-env prod")
+    assert first("sam build --config-env prod") < first("sam deploy --config-env prod")
+    credentials = job["steps"][first("configure-aws-credentials")]["with"]
+    assert "role-to-assume" in credentials and "aws-access-key-id" not in credentials
+    assert "--no-confirm-changeset" in steps[first("sam deploy --config-env prod")]
+
+
+def test_the_deploy_docs_name_every_resource_type_stack_tags_cannot_reach() -> None:
+    # imported here: cfn-lint's schemas take seconds to import (devkit/sam.py does the same)
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+    # GIVEN every resource type the templates translate to, production's options on
+    topic = "arn:aws:sns:us-east-1:123456789012:siglip-text-alarms"
+    translated = [
+        translate(
+            {
+                "TrafficShifting": "Canary10Percent5Minutes",
+                "AlarmTopicArn": topic,
+                "WafRateLimitPerIp": "2000",
+                "ApiAccessLogs": "on",
+            }
+        ),
+        translate({"Frontend": "function-url", "ReservedConcurrency": "5"}),
+        translate(
+            {
+                "CapacityProviderSubnetIds": "subnet-0123456789abcdef0",
+                "CapacityProviderSecurityGroupIds": "sg-0123456789abcdef0",
+                "AlarmTopicArn": topic,
+            },
+            path=MANAGED_INSTANCES_TEMPLATE,
+        ),
+    ]
+    types = {r["Type"] for cfn in translated for r in cfn["Resources"].values()}
+
+    def taggable(resource_type: str) -> bool:
+        schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", resource_type).schema
+        return bool(schema.get("tagging", {}).get("taggable", "Tags" in schema["properties"]))
+
+    # WHEN the registry schemas say which take no tags
+    untaggable = {t for t in types if not taggable(t)}
+    # THEN docs/deploy.md's Tags table names each of them in its "no" row, and no other
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    tags = text[text.index("## Tags") :]
+    (row,) = [line for line in tags.splitlines() if "| no: not taggable" in line]
+    assert set(re.findall(r"`(AWS::[A-Za-z0-9:]+)`", row)) == untaggable

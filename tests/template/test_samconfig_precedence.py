@@ -17,10 +17,12 @@ import os
 import re
 import shlex
 import shutil
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+from siglip_text.tools.deploy_check import deploy_options, split_overrides
 
 from devkit.sam import resolve, translate
 from tests.support.paths import ROOT
@@ -196,3 +198,29 @@ def test_the_managed_instances_environment_builds_and_deploys_its_own_template()
     assert set(parameter_overrides(deploy)) <= template_parameters(
         ROOT / "template-managed-instances.yaml"
     )
+
+
+# --- what each environment's deploy passes: check-deploy reads it as the SAM CLI does -------
+
+DEPLOY_ENVS = ("default", "prod", "managed-instances")
+
+
+@pytest.mark.parametrize("env", DEPLOY_ENVS)
+def test_every_environment_tags_its_stack_from_its_one_tags_line(env: str) -> None:
+    # GIVEN samconfig.toml's deploy section of the environment, read by the SAM CLI
+    found: dict[str, Any] = samcli_probe({"op": "deploy_values", "dir": str(ROOT), "env": env})
+    # THEN `sam deploy` tags the stack with the project and the environment, from which
+    # CloudFormation tags the resources that take tags (docs/deploy.md, "Tags")
+    assert found["tags"] is not None, f"[{env}.deploy.parameters] has no tags line"
+    assert found["tags"]["project"] == "siglip-text"
+    assert found["tags"]["environment"] == env
+
+
+@pytest.mark.parametrize("env", DEPLOY_ENVS)
+def test_check_deploy_reads_the_parameters_the_sam_cli_passes(env: str) -> None:
+    # GIVEN what the SAM CLI's own option type makes of the environment's line
+    found: dict[str, Any] = samcli_probe({"op": "deploy_values", "dir": str(ROOT), "env": env})
+    # THEN `siglip-text check-deploy` checks exactly those values
+    config = tomllib.loads(SAMCONFIG.read_text())
+    ours = split_overrides(deploy_options(config, env).get("parameter_overrides", ""))
+    assert ours == found["parameters"]
