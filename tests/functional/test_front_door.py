@@ -24,7 +24,7 @@ import pytest
 from fastapi.testclient import TestClient
 from mangum import Mangum
 from moto import mock_aws
-from siglip_text import serve
+from siglip_text.assembly import Platform, build_app
 from siglip_text.engine.config import Settings
 from siglip_text.engine.errors import AuthenticationError
 from siglip_text.engine.service import EmbeddingService
@@ -34,8 +34,8 @@ from siglip_text.http.auth import ApiKeyAuthenticator
 
 from tests.support.aws_lambda import (
     LambdaContext,
+    built_lambda,
     gateway_event,
-    imported_lambda,
     lambda_answer,
     load_event,
 )
@@ -98,7 +98,7 @@ def test_serve_authenticates_bounds_and_admits_each_request_once(
 ) -> None:
     # GIVEN the app `serve` runs on loopback, with a key check that counts its calls
     keys = Keys()
-    app = serve.build_app(service, settings, host="127.0.0.1", authenticator=keys)
+    app = build_app(service, settings, Platform.SERVE, authenticator=keys)
     with TestClient(app, base_url="http://127.0.0.1") as client:
         # WHEN requests with a key and a body come in
         for _ in range(REQUESTS):
@@ -124,7 +124,7 @@ def lambda_with_api_key(demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     with mock_aws():
         client = boto3.client("secretsmanager", region_name="us-east-1")
         arn = client.create_secret(Name="siglip-text/api-key", SecretString=KEY)["ARN"]
-        with imported_lambda(
+        with built_lambda(
             demo_dir, SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=arn
         ) as module:
             yield module
@@ -196,7 +196,7 @@ def test_a_path_without_v1_gets_a_404_that_names_the_v1_base_url(
     route: str,
 ) -> None:
     # GIVEN a client whose base URL lacks /v1, in process and through the Lambda handler
-    with imported_lambda(demo_dir) as module:
+    with built_lambda(demo_dir) as module:
         event = gateway_event(
             load_event("http-embeddings-text.json"),
             Hostile("no-v1", BODY if method == "POST" else b""),

@@ -1,11 +1,19 @@
-"""An API Gateway REST API (v1) proxy event, as the gateway sends the function a request.
+"""Lambda proxy events: the one the function sends itself, and what Mangum can read.
 
-The SnapStart warm-up (snapstart.py) sends one through Mangum to warm the request path.
+`rest_proxy_event` is an API Gateway REST API (v1) proxy event, as the gateway sends the
+function a request: the SnapStart warm-up (snapstart.py) sends one through Mangum to warm
+the request path. `as_mangum_reads` checks an incoming event before any work, so that the
+handler answers any event a client can shape (`proxy_response`) instead of raising.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
+
+from ..engine.errors import InvalidHostError, InvalidInputError
+from ..http.errors import ErrorAnswer, short
 
 
 def rest_proxy_event(
@@ -42,3 +50,140 @@ def rest_proxy_event(
         "body": body,
         "isBase64Encoded": False,
     }
+
+
+def proxy_response(answer: ErrorAnswer) -> dict[str, Any]:
+    """An error answer as the Lambda proxy response API Gateway and function URLs relay."""
+    return {
+        "statusCode": answer.status,
+        "headers": {**answer.headers, "content-type": "application/json"},
+        "body": answer.body.decode("utf-8"),
+        "isBase64Encoded": False,
+    }
+
+
+def as_mangum_reads(event: Any) -> dict[str, Any]:
+    """The event as Mangum can read it, or the error (an OpenAI 400) that says why it cannot.
+
+    Checked before any work: Mangum raises on some events (a function error, which API
+    Gateway and function URLs turn into a 502, and OpenAI clients retry), so they are
+    answered here instead:
+
+    - no ``requestContext``, or none of the fields Mangum reads for its request: a 400;
+    - ``isBase64Encoded`` with a body that is not base64: a 400. A good body is decoded here
+      once and handed to Mangum as bytes (which it takes as they are);
+    - a ``Host`` whose port is not a number (RFC 9112 section 3.2: a 400);
+    - what Mangum parses only for the ASGI scope's ``server`` pair, which nothing in the app
+      reads: an IPv6 literal ``Host`` (``[::1]:443``, valid, which Mangum cannot split) and an
+      ``X-Forwarded-Port`` that is no number (``443,80`` from a chain of proxies, Mangum
+      issue #303) are left out of Mangum's view, so the request is answered as usual.
+    """
+    if not isinstance(event, dict) or not isinstance(event.get("requestContext"), dict):
+        raise InvalidInputError(
+            "the Lambda event is not an API Gateway or function URL request: no requestContext"
+        )
+    missing = [name for name in _request_fields(event) if not _present(event, name)]
+    missing += _malformed(event)
+    if missing:
+        raise InvalidInputError(
+            "the Lambda event is not an API Gateway or function URL request: it lacks "
+            "(or has malformed) " + ", ".join(missing)
+        )
+    readable = dict(event)
+    readable["headers"] = event.get("headers") or {}
+    if event.get("isBase64Encoded"):
+        readable["body"], readable["isBase64Encoded"] = _decoded(event.get("body")), False
+    _drop(readable, _unreadable_server_headers(_headers(event)))
+    return readable
+
+
+def _request_fields(event: dict[str, Any]) -> tuple[str, ...]:
+    """The fields Mangum reads of this kind of event (REST v1; HTTP API v1 and v2, function
+    URLs as v2), dotted."""
+    if event.get("version") == "2.0":
+        return (
+            "requestContext.http.method",
+            "requestContext.http.path",
+            "requestContext.http.sourceIp",
+        )
+    return ("httpMethod", "path")
+
+
+def _present(event: dict[str, Any], dotted: str) -> bool:
+    value: Any = event
+    for name in dotted.split("."):
+        if not isinstance(value, dict) or name not in value:
+            return False
+        value = value[name]
+    return isinstance(value, str)
+
+
+def _malformed(event: dict[str, Any]) -> list[str]:
+    """The fields Mangum reads as objects that are something else (null headers are read as
+    none; Mangum reads a REST event's identity whenever it is there)."""
+    malformed = [
+        name
+        for name in ("headers", "multiValueHeaders")
+        if event.get(name) is not None and not isinstance(event[name], dict)
+    ]
+    context = event["requestContext"]
+    rest = event.get("version") != "2.0"
+    if rest and "identity" in context and not isinstance(context["identity"], dict):
+        malformed.append("requestContext.identity")
+    return malformed
+
+
+def _decoded(body: Any) -> bytes:
+    """A base64 body's bytes, decoded as Mangum would (non-strict), or a 400."""
+    try:
+        return base64.b64decode(body or b"")
+    except (binascii.Error, ValueError, TypeError):
+        raise InvalidInputError(
+            "the request body is marked base64-encoded (isBase64Encoded) but is not base64",
+            param="body",
+        ) from None
+
+
+def _headers(event: dict[str, Any]) -> dict[str, str]:
+    """The headers as Mangum merges them: lower-cased, REST's multiValueHeaders joined."""
+    merged = {str(k).lower(): v for k, v in (event.get("headers") or {}).items()}
+    if event.get("version") != "2.0" and event.get("multiValueHeaders"):
+        for name, values in event["multiValueHeaders"].items():
+            merged[str(name).lower()] = ", ".join(values) if isinstance(values, list) else ""
+    return merged
+
+
+def _unreadable_server_headers(headers: dict[str, str]) -> set[str]:
+    """The headers Mangum cannot parse into the scope's ``server`` pair and the app never
+    reads; a 400 for a ``Host`` whose port is not a number."""
+    host = headers.get("host")
+    if isinstance(host, str) and ":" in host:
+        if host.startswith("["):  # an IPv6 literal (RFC 3986): valid, Mangum cannot split it
+            return {"host"}
+        _, port = host.rsplit(":", 1)
+        if host.count(":") > 1 or not _integer(port):
+            raise InvalidHostError(
+                f"the Host header {short(host, 100)} is not a host name and port",
+                param="Host",
+            )
+        return set()
+    if "x-forwarded-port" in headers and not _integer(headers["x-forwarded-port"]):
+        return {"x-forwarded-port"}
+    return set()
+
+
+def _integer(text: Any) -> bool:
+    """What Mangum's int() accepts."""
+    try:
+        int(text)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _drop(event: dict[str, Any], names: set[str]) -> None:
+    """Leave the headers ``names`` (lower-case) out of ``event``, a shallow copy."""
+    for field in ("headers", "multiValueHeaders"):
+        headers = event.get(field)
+        if names and isinstance(headers, dict):
+            event[field] = {k: v for k, v in headers.items() if str(k).lower() not in names}
