@@ -10,6 +10,7 @@ invocation.
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from collections.abc import Callable, Mapping
@@ -54,6 +55,10 @@ class LambdaFunction:
             namespace=environ.get("POWERTOOLS_METRICS_NAMESPACE", "SiglipText"),
             service=self.service_name,
         )
+        # The package logger takes Powertools' handler and level; the package's own loggers,
+        # those made later by the modules still to import included, propagate to it. It is
+        # made here, so that it exists to be configured whatever has been imported so far.
+        logging.getLogger("siglip_text")
         copy_config_to_registered_loggers(source_logger=self.logger, include={"siglip_text"})
         # /health publishes no metric; Powertools would warn about that on every call.
         warnings.filterwarnings("ignore", message="No application metrics to publish")
@@ -64,7 +69,7 @@ class LambdaFunction:
         self.asgi_handler: Handler | None = None
         self.snapstart: SnapStart | None = None
         self.tracer: Any = None
-        self._invoke: Handler = self._through_mangum
+        self._traced: Handler = self._invoke
         # log_event=False even if POWERTOOLS_LOGGER_LOG_EVENT is set: events carry query text.
         in_context = self.logger.inject_lambda_context(
             correlation_id_path=correlation_paths.API_GATEWAY_REST, log_event=False
@@ -130,9 +135,9 @@ class LambdaFunction:
 
             self.tracer = Tracer(service=self.service_name)
             # Never capture responses (they hold vectors) nor errors (they could hold input).
-            self._invoke = self.tracer.capture_lambda_handler(
+            self._traced = self.tracer.capture_lambda_handler(
                 capture_response=False, capture_error=False
-            )(self._through_mangum)
+            )(self._invoke)
 
     def _handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """API Gateway (REST v1 or HTTP API v2) or function URL event -> the app, through
@@ -145,13 +150,13 @@ class LambdaFunction:
         except SiglipError as refused:
             return proxy_response(error_answer(refused))
         try:
-            return self._invoke(readable, context)
+            return self._traced(readable, context)
         except Exception as exc:
             cause = unexpected(exc)
             self.logger.error("answered 500: unexpected error", extra={"cause": cause})
             return proxy_response(error_answer(SiglipError(f"unexpected error: {cause}")))
 
-    def _through_mangum(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def _invoke(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         if self.asgi_handler is None:
             raise RuntimeError("LambdaFunction.handler before serve()")
         return self.asgi_handler(event, context)
