@@ -82,8 +82,7 @@ def as_mangum_reads(event: Any) -> dict[str, Any]:
         raise InvalidInputError(
             "the Lambda event is not an API Gateway or function URL request: no requestContext"
         )
-    missing = [name for name in _request_fields(event) if not _present(event, name)]
-    missing += _malformed(event)
+    missing = _missing(event)
     if missing:
         raise InvalidInputError(
             "the Lambda event is not an API Gateway or function URL request: it lacks "
@@ -93,44 +92,33 @@ def as_mangum_reads(event: Any) -> dict[str, Any]:
     readable["headers"] = event.get("headers") or {}
     if event.get("isBase64Encoded"):
         readable["body"], readable["isBase64Encoded"] = _decoded(event.get("body")), False
-    _drop(readable, _unreadable_server_headers(_headers(event)))
+    _drop(readable, _unreadable_server_headers(_server_headers(event)))
     return readable
 
 
-def _request_fields(event: dict[str, Any]) -> tuple[str, ...]:
-    """The fields Mangum reads of this kind of event (REST v1; HTTP API v1 and v2, function
-    URLs as v2), dotted."""
-    if event.get("version") == "2.0":
-        return (
-            "requestContext.http.method",
-            "requestContext.http.path",
-            "requestContext.http.sourceIp",
-        )
-    return ("httpMethod", "path")
+#: The headers Mangum parses into the ASGI scope's ``server`` pair.
+SERVER_HEADERS = ("host", "x-forwarded-port")
 
 
-def _present(event: dict[str, Any], dotted: str) -> bool:
-    value: Any = event
-    for name in dotted.split("."):
-        if not isinstance(value, dict) or name not in value:
-            return False
-        value = value[name]
-    return isinstance(value, str)
-
-
-def _malformed(event: dict[str, Any]) -> list[str]:
-    """The fields Mangum reads as objects that are something else (null headers are read as
-    none; Mangum reads a REST event's identity whenever it is there)."""
-    malformed = [
-        name
-        for name in ("headers", "multiValueHeaders")
-        if event.get(name) is not None and not isinstance(event[name], dict)
-    ]
+def _missing(event: dict[str, Any]) -> list[str]:
+    """The fields Mangum reads of this kind of event (REST v1 and HTTP API v1: the method and
+    path; HTTP API v2 and function URLs: requestContext.http's) that are absent or not of
+    the type it reads them as."""
     context = event["requestContext"]
-    rest = event.get("version") != "2.0"
-    if rest and "identity" in context and not isinstance(context["identity"], dict):
-        malformed.append("requestContext.identity")
-    return malformed
+    if event.get("version") == "2.0":
+        http = context.get("http")
+        if not isinstance(http, dict):
+            return ["requestContext.http"]
+        fields = ("method", "path", "sourceIp")
+        missing = [f"requestContext.http.{n}" for n in fields if not isinstance(http.get(n), str)]
+    else:
+        missing = [n for n in ("httpMethod", "path") if not isinstance(event.get(n), str)]
+        if not isinstance(context.get("identity", {}), dict):  # read whenever it is there
+            missing.append("requestContext.identity")
+    for name in ("headers", "multiValueHeaders"):  # null is read as none
+        if event.get(name) is not None and not isinstance(event[name], dict):
+            missing.append(name)
+    return missing
 
 
 def _decoded(body: Any) -> bytes:
@@ -144,16 +132,23 @@ def _decoded(body: Any) -> bytes:
         ) from None
 
 
-def _headers(event: dict[str, Any]) -> dict[str, str]:
-    """The headers as Mangum merges them: lower-cased, REST's multiValueHeaders joined."""
-    merged = {str(k).lower(): v for k, v in (event.get("headers") or {}).items()}
-    if event.get("version") != "2.0" and event.get("multiValueHeaders"):
-        for name, values in event["multiValueHeaders"].items():
-            merged[str(name).lower()] = ", ".join(values) if isinstance(values, list) else ""
-    return merged
+def _server_headers(event: dict[str, Any]) -> dict[str, Any]:
+    """`SERVER_HEADERS` as Mangum reads them: names lower-cased, a REST event's
+    multiValueHeaders over its headers (joined)."""
+    found = {}
+    for name, value in (event.get("headers") or {}).items():
+        lowered = str(name).lower()
+        if lowered in SERVER_HEADERS:
+            found[lowered] = value
+    if event.get("version") != "2.0":
+        for name, values in (event.get("multiValueHeaders") or {}).items():
+            lowered = str(name).lower()
+            if lowered in SERVER_HEADERS:
+                found[lowered] = ", ".join(values) if isinstance(values, list) else ""
+    return found
 
 
-def _unreadable_server_headers(headers: dict[str, str]) -> set[str]:
+def _unreadable_server_headers(headers: dict[str, Any]) -> set[str]:
     """The headers Mangum cannot parse into the scope's ``server`` pair and the app never
     reads; a 400 for a ``Host`` whose port is not a number."""
     host = headers.get("host")
