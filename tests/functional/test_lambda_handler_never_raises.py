@@ -61,6 +61,7 @@ SERVED = {
     "x-forwarded-port-list": header("x-forwarded-port", "443,80"),
     "x-forwarded-port-text": header("x-forwarded-port", "abc"),
     "host-ipv6-with-port": header("host", "[::1]:443"),
+    "host-empty-port": header("host", "h:"),
 }
 #: What the handler refuses with a 400, before any work.
 REFUSED = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Any
 
 from ..engine.errors import InvalidHostError, InvalidInputError
@@ -65,16 +66,19 @@ def proxy_response(answer: ErrorAnswer) -> dict[str, Any]:
 def as_mangum_reads(event: Any) -> dict[str, Any]:
     """The event as Mangum can read it, or the error (an OpenAI 400) that says why it cannot.
 
-    Checked before any work: Mangum raises on some events (a function error, which API
-    Gateway and function URLs turn into a 502, and OpenAI clients retry), so they are
-    answered here instead:
+    Checked before any work: Mangum raises on some events, and a function error is a 502
+    (API Gateway: "If the function runs but returns an error [...] API Gateway returns a
+    502", https://docs.aws.amazon.com/lambda/latest/dg/services-apigateway-errors.html),
+    which OpenAI clients retry; so they are answered here instead:
 
     - no ``requestContext``, or none of the fields Mangum reads for its request: a 400;
     - ``isBase64Encoded`` with a body that is not base64: a 400. A good body is decoded here
       once and handed to Mangum as bytes (which it takes as they are);
-    - a ``Host`` whose port is not a number (RFC 9112 section 3.2: a 400);
+    - a ``Host`` that is no host name (or IPv6 literal) and port of digits (RFC 9112
+      section 3.2: a 400);
     - what Mangum parses only for the ASGI scope's ``server`` pair, which nothing in the app
-      reads: an IPv6 literal ``Host`` (``[::1]:443``, valid, which Mangum cannot split) and an
+      reads: an IPv6 literal ``Host`` (``[::1]:443``, valid, which Mangum cannot split), one
+      with an empty port (``h:``, valid too) and an
       ``X-Forwarded-Port`` that is no number (``443,80`` from a chain of proxies, Mangum
       issue #303) are left out of Mangum's view, so the request is answered as usual.
     """
@@ -149,22 +153,28 @@ def _server_headers(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _unreadable_server_headers(headers: dict[str, Any]) -> set[str]:
-    """The headers Mangum cannot parse into the scope's ``server`` pair and the app never
-    reads; a 400 for a ``Host`` whose port is not a number."""
+    """The headers Mangum cannot parse into the scope's ``server`` pair, which the app never
+    reads; a 400 for a ``Host`` that is no host and port (RFC 9112 section 3.2)."""
+    unreadable = set()
     host = headers.get("host")
-    if isinstance(host, str) and ":" in host:
-        if host.startswith("["):  # an IPv6 literal (RFC 3986): valid, Mangum cannot split it
-            return {"host"}
-        _, port = host.rsplit(":", 1)
-        if host.count(":") > 1 or not _integer(port):
+    if isinstance(host, str):
+        authority = _HOST.fullmatch(host)
+        if authority is None:
             raise InvalidHostError(
                 f"the Host header {short(host, 100)} is not a host name and port",
                 param="Host",
             )
-        return set()
+        if authority["name"].startswith("[") or authority["port"] == "":
+            unreadable.add("host")  # valid (RFC 3986 section 3.2); Mangum cannot split it
+        elif authority["port"] is not None:
+            return unreadable  # Mangum reads the port from Host, not X-Forwarded-Port
     if "x-forwarded-port" in headers and not _integer(headers["x-forwarded-port"]):
-        return {"x-forwarded-port"}
-    return set()
+        unreadable.add("x-forwarded-port")
+    return unreadable
+
+
+#: A ``Host`` value: a name or an IPv6 literal in brackets, then an optional port of digits.
+_HOST = re.compile(r"(?P<name>\[[0-9A-Fa-f:.]*\]|[^:\[\]]*)(?::(?P<port>[0-9]*))?")
 
 
 def _integer(text: Any) -> bool:

@@ -16,7 +16,7 @@ One `ServiceInit` is one init and the one place that holds its outcome. Its stag
 `ServiceInit.start` runs stages 1 to 3 and returns at once; `service()` runs the rest and
 returns the service or raises what stopped the init (ModelLoadError naming the cause,
 ConfigError for the settings), so a bad bundle never serves a request. `load_service` is
-both in one call (serve's tools); `ServiceInit.start_bundle` starts from a manifest already in
+both in one call (the tools); `ServiceInit.start_bundle` starts from a manifest already in
 memory (export checks the bundle it is writing this way). SnapStart's after-restore checks
 run `build_encoder` and `check_arithmetic` again, on the restoring host.
 """
