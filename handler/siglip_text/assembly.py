@@ -6,7 +6,7 @@ platform, in one place; each entry point calls it and keeps only its platform's 
 1. the auth-mode rule (`require_auth_mode`): ``/v1`` is never open to anyone by default;
 2. the init starts (engine/loading.py, stages 1 to 3): the manifest read, the files checked,
    the ONNX Runtime session building in a worker thread;
-3. meanwhile the web stack imports (FastAPI here; Powertools and Mangum for Lambda, in
+3. meanwhile the web stack imports (FastAPI; for Lambda, Powertools and Mangum first, in
    `lambda_function`), so that the session builds while they do;
 4. the init finishes (stages 4 to 6: tokenizer, the session, the service, this CPU's
    arithmetic, the contract) or raises what stopped it;

@@ -10,6 +10,7 @@ cyclic collector, paused for the init.
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 # The init allocates hundreds of thousands of long-lived objects (pydantic's schemas for
 # FastAPI's models, the modules); the cyclic collector would walk them again and again while
@@ -29,8 +30,13 @@ app = function.app
 logger = function.logger
 snapstart = function.snapstart
 tracer = function.tracer
-#: API Gateway (REST v1 or HTTP API v2) or function URL event -> the app; never raises.
-handler = function.handler
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """API Gateway (REST v1 or HTTP API v2) or function URL event -> the app (through
+    `LambdaFunction.handler`: Powertools, Mangum); never raises."""
+    return function.handler(event, context)
+
 
 gc.freeze()
 gc.enable()
