@@ -19,11 +19,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import boto3
 import pytest
 from fastapi.testclient import TestClient
 from mangum import Mangum
-from moto import mock_aws
 from siglip_text.assembly import Platform, build_app
 from siglip_text.engine.config import Settings
 from siglip_text.engine.errors import AuthenticationError
@@ -35,6 +33,7 @@ from siglip_text.http.auth import ApiKeyAuthenticator
 from tests.support.aws_lambda import (
     LambdaContext,
     built_lambda,
+    built_lambda_with_key,
     gateway_event,
     lambda_answer,
     load_event,
@@ -119,15 +118,9 @@ def test_serve_authenticates_bounds_and_admits_each_request_once(
 
 
 @pytest.fixture
-def lambda_with_api_key(demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with mock_aws():
-        client = boto3.client("secretsmanager", region_name="us-east-1")
-        arn = client.create_secret(Name="siglip-text/api-key", SecretString=KEY)["ARN"]
-        with built_lambda(
-            demo_dir, SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=arn
-        ) as module:
-            yield module
+def lambda_with_api_key(demo_dir: Path) -> Iterator[ModuleType]:
+    with built_lambda_with_key(demo_dir, KEY) as function:
+        yield function
 
 
 def test_lambda_authenticates_bounds_and_admits_each_request_once(

@@ -10,12 +10,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from siglip_text.aws.function import LambdaFunction
 
-from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
+from tests.support.aws_lambda import (
+    LambdaContext,
+    built_lambda,
+    built_lambda_with_key,
+    lambda_answer,
+    load_event,
+)
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response
 
 TEMPLATES = ["rest-embeddings-text.json", "http-embeddings-text.json", "url-embeddings-text.json"]
@@ -80,16 +84,8 @@ def function(demo_dir: Path) -> Iterator[LambdaFunction]:
 
 @pytest.fixture(scope="module")
 def keyed_function(demo_dir: Path) -> Iterator[LambdaFunction]:
-    patch = pytest.MonkeyPatch()
-    patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with mock_aws():
-        client = boto3.client("secretsmanager", region_name="us-east-1")
-        arn = client.create_secret(Name="siglip-text/api-key", SecretString=KEY)["ARN"]
-        with built_lambda(
-            demo_dir, SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=arn
-        ) as built:
-            yield built
-    patch.undo()
+    with built_lambda_with_key(demo_dir, KEY) as built:
+        yield built
 
 
 def shaped(template: str, shape: Shape) -> dict[str, Any]:

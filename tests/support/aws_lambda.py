@@ -17,7 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import boto3
 import pytest
+from moto import mock_aws
 from siglip_text.assembly import lambda_function
 from siglip_text.aws.function import LambdaFunction
 from siglip_text.engine.config import load_settings
@@ -45,6 +47,24 @@ def built_lambda(model_dir: Path, **env: str) -> Iterator[LambdaFunction]:
     try:
         with plain_package_loggers():
             yield lambda_function(load_settings(), os.environ)
+    finally:
+        patch.undo()
+
+
+@contextmanager
+def built_lambda_with_key(model_dir: Path, key: str) -> Iterator[LambdaFunction]:
+    """`built_lambda` in auth mode api-key, its one key in a secret of moto's in-process
+    Secrets Manager."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    try:
+        with mock_aws():
+            client = boto3.client("secretsmanager", region_name="us-east-1")
+            arn = client.create_secret(Name="siglip-text/api-key", SecretString=key)["ARN"]
+            with built_lambda(
+                model_dir, SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=arn
+            ) as function:
+                yield function
     finally:
         patch.undo()
 
