@@ -236,7 +236,9 @@ class ServiceInit:
         stopped the init."""
         if self._service is None and self._error is None:
             try:
-                self._service = self.finish()
+                if self.plan is None or self._session is None:
+                    raise RuntimeError("ServiceInit.service() on an init never started")
+                self._service = self.finish(self.plan, self._session)
             except Exception as exc:
                 self._error = exc
         if self._error is not None:
@@ -244,11 +246,8 @@ class ServiceInit:
         assert self._service is not None
         return self._service
 
-    def finish(self) -> EmbeddingService:
-        """Stages 4 to 6, in order."""
-        plan, session = self.plan, self._session
-        if plan is None or session is None:
-            raise RuntimeError("ServiceInit.finish() on an init that was never started")
+    def finish(self, plan: InitPlan, session: Future[OnnxEncoder]) -> EmbeddingService:
+        """Stages 4 to 6, in order, with the session that `start_session` is building."""
         try:
             tokenizer = self._timed("tokenizer_s", load_tokenizer, plan)
         finally:
