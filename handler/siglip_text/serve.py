@@ -9,9 +9,10 @@ only (415) and, bound to loopback, loopback ``Host`` names only.
 Below the app, uvicorn's connections are guarded: a header deadline, a header size bound and
 a connection cap (`http.connections`).
 
-Bound beyond loopback, `serve` starts only with an explicit auth mode (``--auth-mode`` or
-``SIGLIP_AUTH_MODE``; ``none`` stated on purpose is fine); on loopback ``serve --demo`` is
-one command.
+The service, the key check and the app come from the one assembly (assembly.py), which
+also holds the start rule: bound beyond loopback, `serve` starts only with an explicit auth
+mode (``--auth-mode`` or ``SIGLIP_AUTH_MODE``; ``none`` stated on purpose is fine); on
+loopback ``serve --demo`` is one command.
 
 SIGTERM (or Ctrl-C): uvicorn stops accepting connections and closes idle ones; requests
 running or waiting go on for ``SIGLIP_SHUTDOWN_GRACE_SECONDS``; those not answered by then
@@ -24,21 +25,15 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
-from .engine.config import ENV_PREFIX, Settings, demo_model_dir, load_settings
-from .engine.errors import ConfigError, SiglipError
+from .engine.config import demo_model_dir, load_settings
+from .engine.errors import SiglipError
 from .http.connections import (
     RESERVED_DESCRIPTORS,
     descriptors_for,
     guarded_protocol,
     server_class,
 )
-
-if TYPE_CHECKING:
-    from .engine.service import EmbeddingService
-    from .http.app import Authenticator, RequestObserver
 
 logger = logging.getLogger("siglip_text.serve")
 
@@ -80,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from .engine.loading import load_service
+    from .assembly import Platform, assemble
     from .http.observability import LoggingObserver
 
     overrides: dict[str, object] = {}
@@ -90,30 +85,19 @@ def run(args: argparse.Namespace) -> int:
         overrides["model_dir"] = args.model_dir
     if args.auth_mode:
         overrides["auth_mode"] = args.auth_mode
-    observer = LoggingObserver()
     try:
         settings = load_settings(**overrides)
-        require_auth_mode_beyond_loopback(args.host, settings)
-        service = load_service(settings)
-        authenticator = None
-        if settings.auth_mode == "api-key":
-            from .http.auth import build_authenticator
-
-            # Reads of the secret in a thread of their own: no request waits for one.
-            authenticator = build_authenticator(
-                settings, background=True, on_refresh_failed=observer.key_refresh_failed
-            )
+        parts = assemble(
+            settings,
+            Platform.SERVE,
+            observer=LoggingObserver(),
+            host=args.host,
+            allow_hosts=args.allow_host,
+        )
     except SiglipError as exc:
         print(f"siglip-text serve: cannot start: {exc.message}", file=sys.stderr)
         return 1
-    app = build_app(
-        service,
-        settings,
-        host=args.host,
-        allow_hosts=args.allow_host,
-        observer=observer,
-        authenticator=authenticator,
-    )
+    service = parts.service
     logger.info(
         "serving %s (revision %s, dimension %d, contract %s) on http://%s:%d/v1, auth mode %s",
         service.model_id,
@@ -140,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
             connections + RESERVED_DESCRIPTORS,
         )
     config = uvicorn.Config(
-        app,
+        parts.app,
         host=args.host,
         port=args.port,
         log_level=args.log_level,
@@ -150,62 +134,10 @@ def run(args: argparse.Namespace) -> int:
         ws="none",  # no route takes a WebSocket; an upgrade would leave the guard behind
     )
     server = server_class()(
-        config, front=app.state.front, grace_seconds=settings.shutdown_grace_seconds
+        config, front=parts.app.state.front, grace_seconds=settings.shutdown_grace_seconds
     )
     try:
         server.run()  # on SIGTERM, uvicorn re-raises it once drained: the process ends by it
     except KeyboardInterrupt:  # uvicorn re-raises SIGINT too, as KeyboardInterrupt
         return 130
     return 0
-
-
-def build_app(
-    service: EmbeddingService,
-    settings: Settings,
-    *,
-    host: str,
-    allow_hosts: Sequence[str] = (),
-    observer: RequestObserver | None = None,
-    authenticator: Authenticator | None = None,
-) -> Any:
-    """The app `serve` runs: the one app, work off the event loop, JSON bodies only and, bound
-    to loopback, loopback ``Host`` names (and ``allow_hosts``) only."""
-    from .http.app import create_app
-    from .http.front import LOOPBACK_HOSTS
-
-    return create_app(
-        service,
-        settings,
-        observer=observer,
-        authenticator=authenticator,
-        offload_inference=True,
-        json_only=True,
-        allowed_hosts=(
-            LOOPBACK_HOSTS | {name.lower() for name in allow_hosts} if is_loopback(host) else None
-        ),
-    )
-
-
-def is_loopback(host: str) -> bool:
-    """Whether a bind address is reachable from this machine only (no Host check otherwise:
-    a server bound to a network address is reached under names this one cannot know)."""
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def require_auth_mode_beyond_loopback(host: str, settings: Settings) -> None:
-    """Bound beyond loopback, `serve` never serves ``/v1`` to anyone by default: the auth
-    mode must be stated (``--auth-mode`` or ``SIGLIP_AUTH_MODE``), ``none`` included."""
-    if is_loopback(host) or "auth_mode" in settings.model_fields_set:
-        return
-    raise ConfigError(
-        f"--host {host} is reachable beyond this machine and no auth mode is set: pass "
-        f"--auth-mode api-key (with {ENV_PREFIX}API_KEY_SECRET_ARN), or --auth-mode none to "
-        f"serve /v1 to anyone who can reach the port (or set {ENV_PREFIX}AUTH_MODE)"
-    )

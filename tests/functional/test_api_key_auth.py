@@ -6,14 +6,11 @@ nothing of the authenticator is mocked.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import boto3
@@ -21,12 +18,13 @@ import pytest
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from fastapi.testclient import TestClient
 from moto import mock_aws
-from siglip_text.engine.config import get_settings, load_settings
+from siglip_text.aws.function import LambdaFunction
+from siglip_text.engine.config import load_settings
 from siglip_text.engine.errors import ConfigError
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.auth import build_authenticator
 
-from tests.support.aws_lambda import LambdaContext, load_event
+from tests.support.aws_lambda import LambdaContext, built_lambda, load_event
 from tests.support.keyed_apps import Clock, keyed_app
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response
 from tests.support.paths import EVENTS
@@ -239,26 +237,15 @@ def expected_status_with_api_key(name: str) -> int:
 
 
 @pytest.fixture
-def lambda_with_api_key(
-    demo_dir: Path, secrets: SecretsManager, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[ModuleType]:
-    monkeypatch.setenv("SIGLIP_MODEL_DIR", str(demo_dir))
-    monkeypatch.setenv("SIGLIP_ORT_INTRA_OP_THREADS", "1")
-    monkeypatch.setenv("SIGLIP_AUTH_MODE", "api-key")
-    monkeypatch.setenv("SIGLIP_API_KEY_SECRET_ARN", secrets.arn)
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SiglipTextTest")
-    get_settings.cache_clear()
-    sys.modules.pop("siglip_text.lambda_function", None)
-    try:
-        yield importlib.import_module("siglip_text.lambda_function")
-    finally:
-        sys.modules.pop("siglip_text.lambda_function", None)
-        get_settings.cache_clear()
+def lambda_with_api_key(demo_dir: Path, secrets: SecretsManager) -> Iterator[LambdaFunction]:
+    with built_lambda(
+        demo_dir, SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=secrets.arn
+    ) as function:
+        yield function
 
 
 def test_every_event_file_through_the_handler_with_api_key_auth(
-    lambda_with_api_key: ModuleType,
+    lambda_with_api_key: LambdaFunction,
 ) -> None:
     names = sorted(p.name for p in EVENTS.glob("*.json"))
     assert any("with-api-key" in n for n in names) and any("wrong-api-key" in n for n in names)

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.aws_lambda import LambdaContext, imported_lambda, lambda_answer, load_event
+from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
 from tests.support.secrets_manager import secrets_server
 from tests.support.servers import running_server
 
@@ -40,7 +40,7 @@ def test_with_the_shortest_key_periods_no_keyed_request_gets_a_503_while_secrets
         running_server(
             SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=secrets.arn, **SHORTEST
         ) as live,
-        imported_lambda(
+        built_lambda(
             demo_dir, SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=secrets.arn, **SHORTEST
         ) as entry,
         httpx.Client(headers={"authorization": f"Bearer {KEY}"}, timeout=30) as client,

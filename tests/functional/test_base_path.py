@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from siglip_text.engine.config import load_settings
 
-from tests.support.aws_lambda import LambdaContext, imported_lambda, lambda_answer
+from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer
 from tests.support.paths import EVENTS
 
 CUSTOM_DOMAIN = EVENTS / "custom-domain"
@@ -31,7 +31,7 @@ def answer(module: ModuleType, event: dict[str, Any]) -> tuple[int, dict[str, An
 
 @pytest.fixture(scope="module")
 def mapped(demo_dir: Path) -> Iterator[ModuleType]:
-    with imported_lambda(demo_dir, SIGLIP_API_BASE_PATH="siglip") as module:
+    with built_lambda(demo_dir, SIGLIP_API_BASE_PATH="siglip") as module:
         yield module
 
 
@@ -58,7 +58,7 @@ def test_base_path_and_execute_api_requests_get_the_same_vector(mapped: ModuleTy
 def test_without_the_setting_a_base_path_request_is_an_openai_shaped_404(
     demo_dir: Path,
 ) -> None:
-    with imported_lambda(demo_dir, SIGLIP_API_BASE_PATH="") as module:
+    with built_lambda(demo_dir, SIGLIP_API_BASE_PATH="") as module:
         status, body = answer(module, event("rest-embeddings-text.json"))
     assert status == 404 and body["error"]["code"] == "not_found"
 

@@ -31,7 +31,7 @@ from siglip_text.engine.service import EmbeddingService
 from siglip_text.engine.tokenization import SiglipTokenizer
 from siglip_text.http.app import create_app
 
-from tests.support.aws_lambda import imported_lambda
+from tests.support.aws_lambda import built_lambda
 
 SEED_FIELDS = ("repository", "revision", "embedding_dimension", "text_max_token_length")
 QUERY = "A Kitten On The Beach"
@@ -241,7 +241,7 @@ def test_the_demo_with_its_normalizer_removed_is_refused_not_served(bundle_copy:
 
 def test_lambda_init_fails_on_a_bundle_that_breaks_the_contract(bundle_copy: Path) -> None:
     edit_tokenizer(bundle_copy, "normalizer removed")
-    with pytest.raises(ModelLoadError, match="lowercase"), imported_lambda(bundle_copy):
+    with pytest.raises(ModelLoadError, match="lowercase"), built_lambda(bundle_copy):
         pass
 
 

@@ -30,7 +30,7 @@ from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import PROBE_TEXT
 from siglip_text.tools.export.checks import probe_reference, record_self_check
 
-from tests.support.aws_lambda import LambdaContext, imported_lambda
+from tests.support.aws_lambda import LambdaContext, built_lambda
 from tests.support.deploy_hook import HOOK_DIRECTORY, load_hook
 
 hook_module = load_hook()
@@ -63,7 +63,7 @@ def recorded_bundle(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="module")
 def new_version(recorded_bundle: Path) -> Iterator[ModuleType]:
-    with imported_lambda(recorded_bundle) as module:
+    with built_lambda(recorded_bundle) as module:
         yield module
 
 
@@ -147,7 +147,7 @@ def test_health_with_probe_serves_the_reference_export_recorded_and_its_bound(
     plain = json.loads(invoker(new_version)(hook_module.gateway_event("GET", "/health"))["body"])
     assert "probe" not in plain
     # AND a bundle that records no reference says so
-    with imported_lambda(demo_dir) as demo:
+    with built_lambda(demo_dir) as demo:
         body = json.loads(invoker(demo)(event)["body"])
     assert body["probe"] == {"text": PROBE_TEXT, "reference": None, "min_cosine": None}
 
@@ -167,7 +167,7 @@ def test_the_demo_bundle_without_a_reference_passes_so_a_demo_canary_does_not_ro
     demo_dir: Path,
 ) -> None:
     # GIVEN the demo bundle as it ships (no self_check): a default canary's second deploy
-    with imported_lambda(demo_dir) as module:
+    with built_lambda(demo_dir) as module:
         reported = run(invoker(module), "Succeeded")
     # THEN it passes, saying what it could not compare
     assert "records no export reference" in reported["report"]
@@ -259,7 +259,7 @@ def test_under_api_key_the_new_version_must_refuse_a_missing_and_a_wrong_key(
     auth = {"SIGLIP_AUTH_MODE": "api-key", "SIGLIP_API_KEY_SECRET_ARN": arn}
     # GIVEN a new version that takes the key (its init reads the same secret)
     sent: list[dict[str, Any]] = []
-    with imported_lambda(recorded_bundle, **auth) as module:
+    with built_lambda(recorded_bundle, **auth) as module:
         # WHEN the hook runs with the function's auth settings
         reported = run(invoker(module, sent), "Succeeded", secrets=secrets, **auth)
     # THEN it sent /v1 a request without a key and one with a wrong key (both refused),
@@ -276,7 +276,7 @@ def test_a_new_version_whose_v1_is_open_is_refused_under_api_key(
 ) -> None:
     secrets, arn = key_secret
     # GIVEN a new version that checks no key (deployed with its auth off by mistake)
-    with imported_lambda(recorded_bundle, SIGLIP_AUTH_MODE="none") as module:
+    with built_lambda(recorded_bundle, SIGLIP_AUTH_MODE="none") as module:
         # WHEN the hook of an api-key stack checks it
         reported = run(
             invoker(module),

@@ -33,7 +33,7 @@ from siglip_text.tools.export.tower_graph import (
     build_graph_in_child,
 )
 
-from tests.support.aws_lambda import imported_lambda
+from tests.support.aws_lambda import built_lambda
 from tests.support.tiny_checkpoint import (
     REPOSITORY,
     REVISION,
@@ -244,7 +244,7 @@ def test_lambda_init_fails_closed_when_the_function_memory_cannot_hold_the_bundl
 
     with (
         pytest.raises(ModelLoadError) as failed,
-        imported_lambda(sized_bundle, AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(minimum - 1)),
+        built_lambda(sized_bundle, AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(minimum - 1)),
     ):
         pass
 
@@ -258,7 +258,7 @@ def test_lambda_init_warns_and_serves_below_the_recommended_memory(
 ) -> None:
     need = json.loads((sized_bundle / "manifest.json").read_text())["memory"]
 
-    with imported_lambda(sized_bundle, AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(need["minimum_mb"])):
+    with built_lambda(sized_bundle, AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(need["minimum_mb"])):
         pass
 
     warnings = [r for r in caplog.records if r.levelname == "WARNING"]
@@ -273,7 +273,7 @@ def test_lambda_init_is_silent_about_memory_at_the_recommended_size(
 ) -> None:
     need = json.loads((sized_bundle / "manifest.json").read_text())["memory"]
 
-    with imported_lambda(sized_bundle, AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(need["recommended_mb"])):
+    with built_lambda(sized_bundle, AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(need["recommended_mb"])):
         pass
 
     assert "model loaded" in caplog.text

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from mangum import Mangum
-from siglip_text import serve
+from siglip_text.assembly import Platform, build_app
 from siglip_text.engine.config import Settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.admission import Admission
@@ -32,13 +32,13 @@ from siglip_text.http.errors import AuthenticationError
 
 from tests.support.aws_lambda import (
     LambdaContext,
+    built_lambda,
+    built_lambda_with_key,
     gateway_event,
-    imported_lambda,
     lambda_answer,
     load_event,
 )
 from tests.support.hostile import Hostile
-from tests.support.keyed_lambda import keyed_lambda
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.paths import ROOT
 
@@ -97,7 +97,7 @@ def test_serve_authenticates_bounds_and_admits_each_request_once(
 ) -> None:
     # GIVEN the app `serve` runs on loopback, with a key check that counts its calls
     keys = Keys()
-    app = serve.build_app(service, settings, host="127.0.0.1", authenticator=keys)
+    app = build_app(service, settings, Platform.SERVE, authenticator=keys)
     with TestClient(app, base_url="http://127.0.0.1") as client:
         # WHEN requests with a key and a body come in
         for _ in range(REQUESTS):
@@ -119,8 +119,8 @@ def test_serve_authenticates_bounds_and_admits_each_request_once(
 
 @pytest.fixture
 def lambda_with_api_key(demo_dir: Path) -> Iterator[ModuleType]:
-    with keyed_lambda(demo_dir, KEY) as module:
-        yield module
+    with built_lambda_with_key(demo_dir, KEY) as function:
+        yield function
 
 
 def test_lambda_authenticates_bounds_and_admits_each_request_once(
@@ -189,7 +189,7 @@ def test_a_path_without_v1_gets_a_404_that_names_the_v1_base_url(
     route: str,
 ) -> None:
     # GIVEN a client whose base URL lacks /v1, in process and through the Lambda handler
-    with imported_lambda(demo_dir) as module:
+    with built_lambda(demo_dir) as module:
         event = gateway_event(
             load_event("http-embeddings-text.json"),
             Hostile("no-v1", BODY if method == "POST" else b""),

@@ -20,14 +20,14 @@ import pytest
 from aws_lambda_powertools.utilities.parser.models import LambdaFunctionUrlModel
 from openai import NotFoundError, OpenAI
 
-from tests.support.aws_lambda import LambdaContext, imported_lambda
+from tests.support.aws_lambda import LambdaContext, built_lambda
 from tests.support.function_url import HOST, event_for, transport
 from tests.support.openai_shapes import assert_openai_error
 
 
 @pytest.fixture(scope="module")
 def lambda_module(demo_dir: Path) -> Iterator[ModuleType]:
-    with imported_lambda(demo_dir) as module:
+    with built_lambda(demo_dir) as module:
         yield module
 
 

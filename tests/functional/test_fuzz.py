@@ -36,8 +36,8 @@ from siglip_text.http.app import create_app
 from tests.support.asgi import asgi_call
 from tests.support.aws_lambda import (
     LambdaContext,
+    built_lambda,
     gateway_event,
-    imported_lambda,
     lambda_answer,
     load_event,
 )
@@ -61,7 +61,7 @@ EVENT_TEMPLATES = ("rest-embeddings-text.json", "http-embeddings-text.json")
 
 @pytest.fixture(scope="module")
 def lambda_module(demo_dir: Path) -> Iterator[ModuleType]:
-    with imported_lambda(demo_dir) as module:
+    with built_lambda(demo_dir) as module:
         yield module
 
 

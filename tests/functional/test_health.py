@@ -13,7 +13,7 @@ from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 
-from tests.support.aws_lambda import imported_lambda
+from tests.support.aws_lambda import built_lambda
 
 
 def test_health_shows_status_model_revision_dimension_and_fingerprint_only(
@@ -39,7 +39,7 @@ def test_health_shows_no_cache_counters_even_with_a_cache(demo_dir: Path) -> Non
 
 
 def test_versions_threads_and_init_timings_are_in_the_init_log(demo_dir: Path, caplog: Any) -> None:
-    with caplog.at_level(logging.INFO), imported_lambda(demo_dir) as entry:
+    with caplog.at_level(logging.INFO), built_lambda(demo_dir) as entry:
         assert entry.app is not None
     loaded = next(r for r in caplog.records if r.getMessage() == "model loaded")
     assert {"onnxruntime", "tokenizers", "numpy", "python"} <= set(loaded.runtime)

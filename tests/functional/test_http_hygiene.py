@@ -15,13 +15,19 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from siglip_text import __version__, serve
+from siglip_text import __version__
+from siglip_text.assembly import Platform, build_app
 from siglip_text.engine.config import Settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.errors import AuthenticationError
 
-from tests.support.aws_lambda import LambdaContext, imported_lambda, lambda_answer, load_event
-from tests.support.keyed_lambda import keyed_lambda
+from tests.support.aws_lambda import (
+    LambdaContext,
+    built_lambda,
+    built_lambda_with_key,
+    lambda_answer,
+    load_event,
+)
 from tests.support.openai_shapes import assert_openai_error
 
 # The key in events/*-with-api-key.json (a test value, not a credential).
@@ -49,7 +55,7 @@ def event(gateway: str, method: str, path: str, **headers: str) -> dict[str, Any
 
 @pytest.fixture(scope="module")
 def lambda_module(demo_dir: Path) -> Iterator[ModuleType]:
-    with imported_lambda(demo_dir) as module:
+    with built_lambda(demo_dir) as module:
         yield module
 
 
@@ -175,7 +181,7 @@ def test_serve_answers_a_doubled_authorization_with_a_400_in_either_order(
     service: EmbeddingService, settings: Settings, order: str, path: str
 ) -> None:
     # GIVEN the app `serve` runs, checking keys
-    app = serve.build_app(service, settings, host="127.0.0.1", authenticator=Keys())
+    app = build_app(service, settings, Platform.SERVE, host="127.0.0.1", authenticator=Keys())
     pair = [("authorization", f"Bearer {KEY}"), ("authorization", "Bearer wrong")]
     if order == "wrong first":
         pair.reverse()
@@ -194,7 +200,7 @@ def test_serve_answers_a_doubled_authorization_with_a_400_in_either_order(
 
 @pytest.fixture(scope="module")
 def lambda_with_api_key(demo_dir: Path) -> Iterator[ModuleType]:
-    with keyed_lambda(demo_dir, KEY) as module:
+    with built_lambda_with_key(demo_dir, KEY) as module:
         yield module
 
 

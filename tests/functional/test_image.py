@@ -49,7 +49,7 @@ import pytest
 
 from devkit.events import event_files, for_model, request_texts
 from devkit.sam import resolve, source_template, translate
-from tests.support.aws_lambda import LambdaContext, expected_status, imported_lambda
+from tests.support.aws_lambda import LambdaContext, built_lambda, expected_status
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
 from tests.support.paths import ROOT
 from tests.support.sam_build import (
@@ -486,7 +486,7 @@ def assert_same_answer(name: str, got: dict[str, Any], expected: dict[str, Any])
 
 def _in_process(bundle: Path, events: list[str]) -> list[dict[str, Any]]:
     env = {k: v for k, v in function_environment().items() if k != "SIGLIP_MODEL_DIR"}
-    with imported_lambda(bundle, **env) as module:
+    with built_lambda(bundle, **env) as module:
         return [module.handler(json.loads(event), LambdaContext()) for event in events]
 
 

@@ -178,19 +178,19 @@ def test_serve_exits_non_zero_on_a_bad_bundle(bundle_copy: Path) -> None:
 
 
 def observed_init(model_dir: Path, at_start: str, report: str) -> dict:
-    """Import the Lambda entry point in a fresh process. When the load starts
-    (`loading.ServiceInit`), the expression ``at_start`` is appended to ``seen``; afterwards
-    the dict expression ``report`` is printed (``entry`` is the module, None if the init
-    failed) and returned, parsed."""
+    """Import the Lambda entry point in a fresh process. When the session starts building
+    (`loading.start_session`), the expression ``at_start`` is appended to ``seen``;
+    afterwards the dict expression ``report`` is printed (``entry`` is the module, None if
+    the init failed) and returned, parsed."""
     code = (
         "import gc, json, sys\n"
         "import siglip_text.engine.loading as loading\n"
-        "start = loading.ServiceInit._begin\n"
+        "start = loading.start_session\n"
         "seen = []\n"
-        "def observed(self, *args, **kwargs):\n"
+        "def observed(*args, **kwargs):\n"
         f"    seen.append({at_start})\n"
-        "    start(self, *args, **kwargs)\n"
-        "loading.ServiceInit._begin = observed\n"
+        "    return start(*args, **kwargs)\n"
+        "loading.start_session = observed\n"
         "try:\n"
         "    import siglip_text.lambda_function as entry\n"
         "except Exception:\n"
@@ -212,7 +212,7 @@ def observed_init(model_dir: Path, at_start: str, report: str) -> dict:
 @pytest.mark.slow
 def test_lambda_init_starts_the_session_before_it_imports_the_web_stack(demo_dir: Path) -> None:
     # ONNX Runtime builds the session without the GIL, so it overlaps with importing FastAPI,
-    # Mangum and Powertools only if it starts first (`lambda_function._init`).
+    # Mangum and Powertools only if it starts first (`assembly.lambda_function`).
     report = observed_init(
         demo_dir,
         "[m for m in ('fastapi', 'mangum', 'aws_lambda_powertools', 'starlette')"

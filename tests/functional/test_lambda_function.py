@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.support.aws_lambda import LambdaContext, expected_status, imported_lambda, load_event
+from tests.support.aws_lambda import LambdaContext, built_lambda, expected_status, load_event
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
 from tests.support.paths import EVENTS
 
@@ -21,7 +21,7 @@ EVENT_FILES = sorted(p.name for p in EVENTS.glob("*.json"))
 
 @pytest.fixture(scope="module")
 def lambda_module(demo_dir: Path) -> Iterator[ModuleType]:
-    with imported_lambda(demo_dir) as module:
+    with built_lambda(demo_dir) as module:
         yield module
 
 

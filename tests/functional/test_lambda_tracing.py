@@ -19,7 +19,7 @@ import siglip_text.lambda_function as lf
 from tests.support.aws_lambda import LambdaContext
 event = json.load(open({str(EVENTS / "rest-embeddings-text.json")!r}))
 result = lf.handler(event, LambdaContext())
-print("STATUS", result["statusCode"], "TRACER", hasattr(lf, "tracer"),
+print("STATUS", result["statusCode"], "TRACER", lf.tracer is not None,
       "XRAY", "aws_xray_sdk.core" in sys.modules)
 """
 

@@ -13,7 +13,7 @@ from siglip_text.engine.config import demo_model_dir, load_settings
 from siglip_text.engine.errors import ModelLoadError
 from siglip_text.engine.loading import load_service
 
-from tests.support.aws_lambda import imported_lambda
+from tests.support.aws_lambda import built_lambda
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_a_session_under_managed_instances_gets_one_thread_when_processes_fill_t
 def test_the_entry_point_fails_closed_when_the_processes_do_not_fit(sized_demo: Path) -> None:
     with (
         pytest.raises(ModelLoadError) as refused,
-        imported_lambda(
+        built_lambda(
             sized_demo, AWS_LAMBDA_FUNCTION_MEMORY_SIZE="1000", AWS_LAMBDA_MAX_CONCURRENCY="4"
         ),
     ):
@@ -57,7 +57,7 @@ def test_the_entry_point_fails_closed_when_the_processes_do_not_fit(sized_demo: 
 def test_the_entry_point_serves_when_the_environment_holds_every_process(
     sized_demo: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with imported_lambda(
+    with built_lambda(
         sized_demo, AWS_LAMBDA_FUNCTION_MEMORY_SIZE="1600", AWS_LAMBDA_MAX_CONCURRENCY="4"
     ):
         pass

@@ -26,8 +26,8 @@ from siglip_text.http.embeddings import parse_request
 from tests.support.asgi import asgi_call
 from tests.support.aws_lambda import (
     LambdaContext,
+    built_lambda,
     gateway_event,
-    imported_lambda,
     lambda_answer,
     load_event,
 )
@@ -49,7 +49,7 @@ def body_of_size(size: int, *, padding: str = "text") -> bytes:
 
 @pytest.fixture(scope="module")
 def lambda_module(demo_dir: Path) -> Iterator[ModuleType]:
-    with imported_lambda(demo_dir) as module:
+    with built_lambda(demo_dir) as module:
         yield module
 
 
@@ -75,7 +75,7 @@ def test_body_at_the_limit_is_served_and_one_byte_more_is_413_in_process(
 def test_body_at_the_limit_is_served_and_one_byte_more_is_413_through_the_handler(
     lambda_module: ModuleType, service: EmbeddingService, template: str, base64_body: bool
 ) -> None:
-    limit = lambda_module.get_settings().max_request_bytes
+    limit = lambda_module.settings.max_request_bytes
     assert limit == 6 * 1024 * 1024
     tally = Tally()
     for size, status in ((limit, 200), (limit + 1, 413)):

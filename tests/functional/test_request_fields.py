@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from siglip_text.engine.service import EmbeddingService
 
-from tests.support.aws_lambda import LambdaContext, imported_lambda, lambda_answer, load_event
+from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
 from tests.support.openai_shapes import assert_openai_error
 
 
@@ -76,7 +76,7 @@ def test_tokenize_refuses_fields_it_does_not_define_too(client: TestClient) -> N
 def test_an_unknown_field_is_refused_through_the_lambda_handler(demo_dir: Path) -> None:
     event = load_event("url-embeddings-text.json")
     event["body"] = json.dumps({"input": "a cat", "normalize": False})
-    with imported_lambda(demo_dir) as module:
+    with built_lambda(demo_dir) as module:
         status, _, body = lambda_answer(module.handler(event, LambdaContext()))
     assert status == 400
     assert json.loads(body)["error"]["param"] == "normalize"

@@ -24,7 +24,7 @@ from siglip_text.http.app import create_app
 from siglip_text.http.response_size import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_that_fit
 
 from tests.support.asgi import asgi_call
-from tests.support.aws_lambda import LambdaContext, imported_lambda, lambda_answer, load_event
+from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
 from tests.support.wide_bundle import widen_demo_bundle
 
@@ -51,7 +51,7 @@ def wide_dir(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def wide_lambda(wide_dir: Path) -> Iterator[ModuleType]:
-    with imported_lambda(wide_dir, SIGLIP_MAX_INPUTS_PER_REQUEST="2048") as module:
+    with built_lambda(wide_dir, SIGLIP_MAX_INPUTS_PER_REQUEST="2048") as module:
         yield module
 
 
@@ -151,7 +151,7 @@ def test_a_set_response_limit_holds_at_its_edge_through_the_handler(
 ) -> None:
     # GIVEN the demo model behind a small frontend limit (SIGLIP_MAX_RESPONSE_BYTES)
     limit = 120_000
-    with imported_lambda(demo_dir, SIGLIP_MAX_RESPONSE_BYTES=str(limit)) as module:
+    with built_lambda(demo_dir, SIGLIP_MAX_RESPONSE_BYTES=str(limit)) as module:
         service = module.app.state.service
         fit = inputs_that_fit(
             limit,
@@ -184,7 +184,7 @@ def test_too_little_time_left_is_refused_before_the_model_runs(
     demo_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN an invocation with 300 ms left, less than the reserve the answer needs (500 ms)
-    with imported_lambda(demo_dir) as module:
+    with built_lambda(demo_dir) as module:
         rows = counting_model_runs(module, monkeypatch)
         context = ScriptedContext(remaining=[300])
         # WHEN a request arrives
@@ -204,7 +204,7 @@ def test_a_request_whose_rest_cannot_finish_stops_between_chunks(
     demo_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN a batch of 4 chunks, and an invocation whose clock runs out after the first
-    with imported_lambda(demo_dir, SIGLIP_MAX_TEXT_BATCH_SIZE="16") as module:
+    with built_lambda(demo_dir, SIGLIP_MAX_TEXT_BATCH_SIZE="16") as module:
         rows = counting_model_runs(module, monkeypatch)
         # (read before tokenization, before the first chunk, then before the second)
         context = ScriptedContext(remaining=[30_000, 30_000, 400])

@@ -20,7 +20,7 @@ from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.auth import ApiKeyAuthenticator, default_provider
 from siglip_text.http.errors import KeysUnavailableError
 
-from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event
+from tests.support.aws_lambda import LambdaContext, built_lambda, load_event
 from tests.support.keyed_apps import Clock, keyed_app
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.secrets_manager import SecretsServer, secrets_server
@@ -201,7 +201,7 @@ def test_the_lambda_handler_counts_a_failed_read_as_an_emf_metric(
     demo_dir: Path, secrets: SecretsServer, capsys: Any
 ) -> None:
     # GIVEN the entry point deployed with api-key auth, its keys expired, Secrets Manager hung
-    with imported_lambda(
+    with built_lambda(
         demo_dir, SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=secrets.arn
     ) as entry:
         clock = Clock()

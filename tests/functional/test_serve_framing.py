@@ -12,10 +12,10 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from siglip_text.assembly import Platform, build_app
 from siglip_text.engine.config import Settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.connections import MAX_HEADER_BYTES
-from siglip_text.serve import build_app
 
 from tests.support.guarded_server import PARSERS, Exchange, exchange, guarded_server
 from tests.support.openai_shapes import assert_openai_error
@@ -41,7 +41,9 @@ def chunked(body: bytes) -> bytes:
 def port(
     request: pytest.FixtureRequest, service: EmbeddingService, settings: Settings
 ) -> Iterator[int]:
-    with guarded_server(build_app(service, settings, host="127.0.0.1"), request.param) as port:
+    with guarded_server(
+        build_app(service, settings, Platform.SERVE, host="127.0.0.1"), request.param
+    ) as port:
         yield port
 
 

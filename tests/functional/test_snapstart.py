@@ -26,7 +26,7 @@ from devkit.snapstart_emulation import (
     run_after_restore,
     run_before_snapshot,
 )
-from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event
+from tests.support.aws_lambda import LambdaContext, built_lambda, load_event
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.secrets_manager import secrets_client
 
@@ -86,10 +86,10 @@ def test_a_snap_start_init_registers_a_before_snapshot_and_an_after_restore_hook
     demo_dir: Path, registries: tuple[list[Any], list[Any]]
 ) -> None:
     before, after = registries
-    with imported_lambda(demo_dir) as function:
+    with built_lambda(demo_dir) as function:
         assert function.snapstart is None
         assert before == [] and after == []
-    with imported_lambda(demo_dir, AWS_LAMBDA_INITIALIZATION_TYPE="snap-start") as function:
+    with built_lambda(demo_dir, AWS_LAMBDA_INITIALIZATION_TYPE="snap-start") as function:
         assert [call[0] for call in before] == [function.snapstart.before_snapshot]
         assert [call[0] for call in after] == [function.snapstart.after_restore]
 
@@ -107,7 +107,7 @@ def test_after_restore_the_keys_are_read_again_and_a_request_with_the_key_is_ans
         "SIGLIP_AUTH_MODE": "api-key",
         "SIGLIP_API_KEY_SECRET_ARN": arn,
     }
-    with imported_lambda(demo_dir, **env) as function:
+    with built_lambda(demo_dir, **env) as function:
         counting_reads(function, reads)
         authenticator = function.app.state.authenticator
         # GIVEN the snapshot taken: no key held, every request refused until a restore
@@ -145,7 +145,7 @@ def test_a_restore_fails_closed_when_the_secret_cannot_be_read(
         "SIGLIP_AUTH_MODE": "api-key",
         "SIGLIP_API_KEY_SECRET_ARN": arn,
     }
-    with imported_lambda(demo_dir, **env) as function:
+    with built_lambda(demo_dir, **env) as function:
         run_before_snapshot()
         client.delete_secret(SecretId=arn, ForceDeleteWithoutRecovery=True)
         with pytest.raises(KeysUnavailableError):
@@ -156,7 +156,7 @@ def test_a_restore_fails_closed_when_the_secret_cannot_be_read(
 def test_another_hosts_arithmetic_fails_the_restore_and_nothing_is_served(
     demo_dir: Path, registries: tuple[list[Any], list[Any]]
 ) -> None:
-    with imported_lambda(demo_dir, AWS_LAMBDA_INITIALIZATION_TYPE="snap-start") as function:
+    with built_lambda(demo_dir, AWS_LAMBDA_INITIALIZATION_TYPE="snap-start") as function:
         event = load_event("rest-embeddings-text.json")
         assert function.handler(event, LambdaContext())["statusCode"] == 200
         run_before_snapshot()
@@ -180,7 +180,7 @@ def test_another_hosts_arithmetic_fails_the_restore_and_nothing_is_served(
 def test_after_restore_the_thread_count_is_detected_again(
     demo_dir: Path, registries: tuple[list[Any], list[Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with imported_lambda(demo_dir, AWS_LAMBDA_INITIALIZATION_TYPE="snap-start") as function:
+    with built_lambda(demo_dir, AWS_LAMBDA_INITIALIZATION_TYPE="snap-start") as function:
         service = function.app.state.service
         assert service.intra_op_threads == 1
         run_before_snapshot()

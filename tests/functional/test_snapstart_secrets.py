@@ -25,7 +25,7 @@ from siglip_text.engine.errors import ConfigError
 from siglip_text.http.errors import KeysUnavailableError
 
 from devkit.snapstart_emulation import record_secrets_calls, run_after_restore, run_before_snapshot
-from tests.support.aws_lambda import LambdaContext, imported_lambda, load_event
+from tests.support.aws_lambda import LambdaContext, built_lambda, load_event
 from tests.support.openai_shapes import assert_openai_error
 from tests.support.secrets_manager import SecretsServer, secrets_server
 
@@ -87,7 +87,7 @@ def test_a_snap_start_init_describes_the_secret_and_reads_no_key_until_the_resto
     arn = moto_secrets.create_secret(Name="siglip-text/api-key", SecretString=KEY)["ARN"]
     calls.clear()
     # GIVEN a snap-start init and its before-snapshot hooks (the warm-up request included)
-    with imported_lambda(demo_dir, **SNAP_START, SIGLIP_API_KEY_SECRET_ARN=arn) as function:
+    with built_lambda(demo_dir, **SNAP_START, SIGLIP_API_KEY_SECRET_ARN=arn) as function:
         run_before_snapshot()
         # THEN the secret was described, never read, and no key is held
         assert calls == ["DescribeSecret"]
@@ -104,7 +104,7 @@ def test_an_on_demand_init_still_reads_the_keys_at_init(
     arn = moto_secrets.create_secret(Name="siglip-text/api-key", SecretString=KEY)["ARN"]
     calls.clear()
     env = {"SIGLIP_AUTH_MODE": "api-key", "SIGLIP_API_KEY_SECRET_ARN": arn}
-    with imported_lambda(demo_dir, **env) as function:
+    with built_lambda(demo_dir, **env) as function:
         assert calls == ["GetSecretValue"]
         assert function.handler(with_key(KEY), LambdaContext())["statusCode"] == 200
 
@@ -120,7 +120,7 @@ def test_a_snap_start_init_fails_on_a_secret_it_cannot_use(
         moto_secrets.delete_secret(SecretId=arn, RecoveryWindowInDays=7)
     with (
         pytest.raises(ConfigError, match="API_KEY_SECRET_ARN") as raised,
-        imported_lambda(demo_dir, **SNAP_START, SIGLIP_API_KEY_SECRET_ARN=arn),
+        built_lambda(demo_dir, **SNAP_START, SIGLIP_API_KEY_SECRET_ARN=arn),
     ):
         pass
     assert KEY not in str(raised.value)
@@ -130,7 +130,7 @@ def test_the_warm_up_key_is_valid_only_during_the_warm_up(
     demo_dir: Path, registries: None, moto_secrets: Any
 ) -> None:
     arn = moto_secrets.create_secret(Name="siglip-text/api-key", SecretString=KEY)["ARN"]
-    with imported_lambda(demo_dir, **SNAP_START, SIGLIP_API_KEY_SECRET_ARN=arn) as function:
+    with built_lambda(demo_dir, **SNAP_START, SIGLIP_API_KEY_SECRET_ARN=arn) as function:
         # GIVEN the key the warm-up request presents (seen on its way into the app)
         presented: list[str] = []
         handler = function.snapstart.asgi_handler
@@ -187,7 +187,7 @@ def test_a_restore_fails_closed_within_its_deadline_while_secrets_manager_hangs(
     demo_dir: Path, registries: None, hanging_secrets: SecretsServer, trickle: bool
 ) -> None:
     env = {**SNAP_START, "SIGLIP_API_KEY_SECRET_ARN": hanging_secrets.arn}
-    with imported_lambda(demo_dir, **env) as function:
+    with built_lambda(demo_dir, **env) as function:
         run_before_snapshot()
         # GIVEN a Secrets Manager that accepts connections and never answers, or answers one
         # byte at a time (each byte restarts the client's read timeout)

@@ -22,7 +22,7 @@ from siglip_text.http.app import create_app
 from siglip_text.http.auth import build_authenticator
 from tokenizers import Tokenizer
 
-from tests.support.aws_lambda import LambdaContext, imported_lambda, lambda_answer, load_event
+from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
 from tests.support.edge_texts import SPECIAL_STRINGS
 from tests.support.openai_shapes import assert_openai_error
 
@@ -167,7 +167,7 @@ def test_it_takes_the_api_key_like_v1(service: EmbeddingService, keyed_settings:
 
 @pytest.fixture(scope="module")
 def lambda_module(demo_dir: Path) -> Iterator[ModuleType]:
-    with imported_lambda(demo_dir) as module:
+    with built_lambda(demo_dir) as module:
         yield module
 
 

@@ -23,7 +23,7 @@ from siglip_text.engine.service import EmbeddingService
 from siglip_text.engine.tokenization import COUNT_CHARS
 from siglip_text.http.app import create_app
 
-from tests.support.aws_lambda import LambdaContext, imported_lambda, lambda_answer, load_event
+from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response
 
 SHORT = "a photo of a cat"
@@ -112,7 +112,7 @@ def test_truncate_must_be_a_boolean(client: TestClient) -> None:
 
 @pytest.fixture(scope="module")
 def lambda_module(demo_dir: Path) -> Iterator[ModuleType]:
-    with imported_lambda(demo_dir) as module:
+    with built_lambda(demo_dir) as module:
         yield module
 
 

@@ -1,7 +1,7 @@
 """Lambda for the tests: the context object, the event files, gateway events made from a
-request, the entry point imported in-process under a given environment (its init phase).
+request, the function built in-process as its init builds it.
 
-Importing it reconfigures the package's loggers for good (Powertools'
+Building it reconfigures the package's loggers for good (Powertools'
 ``copy_config_to_registered_loggers``: its own handlers, ``propagate = False``); the helpers
 here put them back, so that later tests see plain `logging` as `siglip-text serve` has it.
 """
@@ -9,19 +9,20 @@ here put them back, so that later tests see plain `logging` as `siglip-text serv
 from __future__ import annotations
 
 import base64
-import gc
-import importlib
 import json
 import logging
-import sys
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+import boto3
 import pytest
-from siglip_text.engine.config import get_settings
+from moto import mock_aws
+from siglip_text.assembly import lambda_function
+from siglip_text.aws.function import LambdaFunction
+from siglip_text.engine.config import load_settings
 
 from devkit.lambda_context import LambdaContext as LambdaContext  # the tests' name for it
 from tests.support.paths import EVENTS
@@ -29,12 +30,12 @@ from tests.support.paths import EVENTS
 if TYPE_CHECKING:
     from tests.support.hostile import Hostile
 
-MODULE = "siglip_text.lambda_function"
-
 
 @contextmanager
-def imported_lambda(model_dir: Path, **env: str) -> Iterator[ModuleType]:
-    """`siglip_text.lambda_function` freshly imported (init at import) with SIGLIP_* set."""
+def built_lambda(model_dir: Path, **env: str) -> Iterator[LambdaFunction]:
+    """The Lambda function as its init builds it (assembly.lambda_function), from settings
+    for `model_dir` and SIGLIP_* in ``env``; ``env`` (with the defaults here) is also the
+    environment the function's own parts read (Powertools, SnapStart's init type)."""
     patch = pytest.MonkeyPatch()
     patch.setenv("SIGLIP_MODEL_DIR", str(model_dir))
     patch.setenv("SIGLIP_ORT_INTRA_OP_THREADS", "1")
@@ -43,17 +44,28 @@ def imported_lambda(model_dir: Path, **env: str) -> Iterator[ModuleType]:
     patch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SiglipTextTest")
     for name, value in env.items():
         patch.setenv(name, value)
-    get_settings.cache_clear()
-    sys.modules.pop(MODULE, None)
     try:
         with plain_package_loggers():
-            yield importlib.import_module(MODULE)
+            yield lambda_function(load_settings(), os.environ)
     finally:
-        sys.modules.pop(MODULE, None)
-        # the init froze what it made (gc.freeze); in a process that imports the entry point
-        # again and again, the old imports' cycles must stay collectable
-        gc.unfreeze()
-        get_settings.cache_clear()
+        patch.undo()
+
+
+@contextmanager
+def built_lambda_with_key(model_dir: Path, key: str) -> Iterator[LambdaFunction]:
+    """`built_lambda` in auth mode api-key, its one key in a secret of moto's in-process
+    Secrets Manager."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    try:
+        with mock_aws():
+            client = boto3.client("secretsmanager", region_name="us-east-1")
+            arn = client.create_secret(Name="siglip-text/api-key", SecretString=key)["ARN"]
+            with built_lambda(
+                model_dir, SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=arn
+            ) as function:
+                yield function
+    finally:
         patch.undo()
 
 

@@ -47,7 +47,7 @@ from tests.support.openai_shapes import assert_openai_error
 from tests.support.paths import ROOT
 
 HANDLER = "siglip_text.lambda_function.handler"
-#: Powertools settings the function sets; each is read by Powertools or lambda_function.py.
+#: Powertools settings the function sets; each is read by Powertools or aws/function.py.
 POWERTOOLS_VARIABLES = {
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",

@@ -121,8 +121,8 @@ def emitted_metric_names(package: Path = PACKAGE) -> set[str]:
 
 
 def cold_start_metric_is_captured() -> bool:
-    """lambda_function.py's handler publishes Powertools' ColdStart metric."""
-    tree = ast.parse((PACKAGE / "lambda_function.py").read_text())
+    """The Lambda function's handler (aws/function.py) publishes Powertools' ColdStart metric."""
+    tree = ast.parse((PACKAGE / "aws" / "function.py").read_text())
     return any(
         isinstance(node, ast.keyword)
         and node.arg == "capture_cold_start_metric"
@@ -147,7 +147,7 @@ def emf_dimensions(
     metrics = Metrics(namespace=namespace, service=service)
     observer = PowertoolsObserver(metrics, Logger(service=service))
 
-    # As lambda_function.py's handler publishes them: its decorator, on a cold start
+    # As the Lambda function's handler (aws/function.py) publishes them: on a cold start
     @metrics.log_metrics(capture_cold_start_metric=True)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         observer.embeddings_served(inputs=2, tokens=9, latency_ms=3.0, cache_hits=1, truncated=1)

@@ -1,11 +1,20 @@
-"""An API Gateway REST API (v1) proxy event, as the gateway sends the function a request.
+"""Lambda proxy events: the one the function sends itself, and what Mangum can read.
 
-The SnapStart warm-up (snapstart.py) sends one through Mangum to warm the request path.
+`rest_proxy_event` is an API Gateway REST API (v1) proxy event, as the gateway sends the
+function a request: the SnapStart warm-up (snapstart.py) sends one through Mangum to warm
+the request path. `as_mangum_reads` checks an incoming event before any work, so that the
+handler answers any event a client can shape (`proxy_response`) instead of raising.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from typing import Any
+
+from ..engine.errors import InvalidInputError
+from ..http.errors import ErrorAnswer, InvalidHostError, short
 
 
 def rest_proxy_event(
@@ -42,3 +51,144 @@ def rest_proxy_event(
         "body": body,
         "isBase64Encoded": False,
     }
+
+
+def proxy_response(answer: ErrorAnswer) -> dict[str, Any]:
+    """An error answer as the Lambda proxy response API Gateway and function URLs relay."""
+    return {
+        "statusCode": answer.status,
+        "headers": {**answer.headers, "content-type": "application/json"},
+        "body": answer.body.decode("utf-8"),
+        "isBase64Encoded": False,
+    }
+
+
+def as_mangum_reads(event: Any) -> dict[str, Any]:
+    """The event as Mangum can read it, or the error (an OpenAI 400) that says why it cannot.
+
+    Checked before any work: Mangum raises on some events, and a function error is a 502
+    (API Gateway: "If the function runs but returns an error [...] API Gateway returns a
+    502", https://docs.aws.amazon.com/lambda/latest/dg/services-apigateway-errors.html),
+    which OpenAI clients retry; so they are answered here instead:
+
+    - no ``requestContext``, or none of the fields Mangum reads for its request: a 400;
+    - ``isBase64Encoded`` with a body that is not base64: a 400. A good body is decoded here
+      once and handed to Mangum as bytes (which it takes as they are);
+    - a ``Host`` that is no host name (or IPv6 literal) and port of digits (RFC 9112
+      section 3.2: a 400);
+    - what Mangum parses only for the ASGI scope's ``server`` pair, which nothing in the app
+      reads: an IPv6 literal ``Host`` (``[::1]:443``, valid, which Mangum cannot split), one
+      with an empty port (``h:``, valid too) and an
+      ``X-Forwarded-Port`` that is no number (``443,80`` from a chain of proxies, Mangum
+      issue #303) are left out of Mangum's view, so the request is answered as usual.
+    """
+    if not isinstance(event, dict) or not isinstance(event.get("requestContext"), dict):
+        raise InvalidInputError(
+            "the Lambda event is not an API Gateway or function URL request: no requestContext"
+        )
+    missing = _missing(event)
+    if missing:
+        raise InvalidInputError(
+            "the Lambda event is not an API Gateway or function URL request: it lacks "
+            "(or has malformed) " + ", ".join(missing)
+        )
+    readable = dict(event)
+    readable["headers"] = event.get("headers") or {}
+    if event.get("isBase64Encoded"):
+        readable["body"], readable["isBase64Encoded"] = _decoded(event.get("body")), False
+    _drop(readable, _unreadable_server_headers(_server_headers(event)))
+    return readable
+
+
+#: The headers Mangum parses into the ASGI scope's ``server`` pair.
+SERVER_HEADERS = ("host", "x-forwarded-port")
+
+
+def _missing(event: dict[str, Any]) -> list[str]:
+    """The fields Mangum reads of this kind of event (REST v1 and HTTP API v1: the method and
+    path; HTTP API v2 and function URLs: requestContext.http's) that are absent or not of
+    the type it reads them as."""
+    context = event["requestContext"]
+    if event.get("version") == "2.0":
+        http = context.get("http")
+        if not isinstance(http, dict):
+            return ["requestContext.http"]
+        fields = ("method", "path", "sourceIp")
+        missing = [f"requestContext.http.{n}" for n in fields if not isinstance(http.get(n), str)]
+    else:
+        missing = [n for n in ("httpMethod", "path") if not isinstance(event.get(n), str)]
+        if not isinstance(context.get("identity", {}), dict):  # read whenever it is there
+            missing.append("requestContext.identity")
+    for name in ("headers", "multiValueHeaders"):  # null is read as none
+        if event.get(name) is not None and not isinstance(event[name], dict):
+            missing.append(name)
+    return missing
+
+
+def _decoded(body: Any) -> bytes:
+    """A base64 body's bytes, decoded as Mangum would (non-strict), or a 400."""
+    try:
+        return base64.b64decode(body or b"")
+    except (binascii.Error, ValueError, TypeError):
+        raise InvalidInputError(
+            "the request body is marked base64-encoded (isBase64Encoded) but is not base64",
+            param="body",
+        ) from None
+
+
+def _server_headers(event: dict[str, Any]) -> dict[str, Any]:
+    """`SERVER_HEADERS` as Mangum reads them: names lower-cased, a REST event's
+    multiValueHeaders over its headers (joined)."""
+    found = {}
+    for name, value in (event.get("headers") or {}).items():
+        lowered = str(name).lower()
+        if lowered in SERVER_HEADERS:
+            found[lowered] = value
+    if event.get("version") != "2.0":
+        for name, values in (event.get("multiValueHeaders") or {}).items():
+            lowered = str(name).lower()
+            if lowered in SERVER_HEADERS:
+                found[lowered] = ", ".join(values) if isinstance(values, list) else ""
+    return found
+
+
+def _unreadable_server_headers(headers: dict[str, Any]) -> set[str]:
+    """The headers Mangum cannot parse into the scope's ``server`` pair, which the app never
+    reads; a 400 for a ``Host`` that is no host and port (RFC 9112 section 3.2)."""
+    unreadable = set()
+    host = headers.get("host")
+    if isinstance(host, str):
+        authority = _HOST.fullmatch(host)
+        if authority is None:
+            raise InvalidHostError(
+                f"the Host header {short(host, 100)} is not a host name and port",
+                param="Host",
+            )
+        if authority["name"].startswith("[") or authority["port"] == "":
+            unreadable.add("host")  # valid (RFC 3986 section 3.2); Mangum cannot split it
+        elif authority["port"] is not None:
+            return unreadable  # Mangum reads the port from Host, not X-Forwarded-Port
+    if "x-forwarded-port" in headers and not _integer(headers["x-forwarded-port"]):
+        unreadable.add("x-forwarded-port")
+    return unreadable
+
+
+#: A ``Host`` value: a name or an IPv6 literal in brackets, then an optional port of digits.
+_HOST = re.compile(r"(?P<name>\[[0-9A-Fa-f:.]*\]|[^:\[\]]*)(?::(?P<port>[0-9]*))?")
+
+
+def _integer(text: Any) -> bool:
+    """What Mangum's int() accepts."""
+    try:
+        int(text)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _drop(event: dict[str, Any], names: set[str]) -> None:
+    """Leave the headers ``names`` (lower-case) out of ``event``, a shallow copy."""
+    for field in ("headers", "multiValueHeaders"):
+        headers = event.get(field)
+        if names and isinstance(headers, dict):
+            event[field] = {k: v for k, v in headers.items() if str(k).lower() not in names}

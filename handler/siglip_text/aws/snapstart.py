@@ -12,7 +12,7 @@ A snapshot carries the process as it was, freed memory included (CPython does no
 so the process never holds an API key before the snapshot:
 
 - **the init** checks the key secret without reading its value (``DescribeSecret``:
-  lambda_function passes ``read_now=False`` to `build_authenticator` under snap-start);
+  the assembly passes ``read_now=False`` to `build_authenticator` under snap-start);
 - **before the snapshot** a real request runs through the whole app (Mangum, FastAPI, the
   key check, the model, the response), so that the first restored request finds every code
   path and lazy import already done. Under api-key it presents a random key made for it
@@ -43,14 +43,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..engine import cpu
-from ..engine.config import Settings, load_settings
-from ..engine.encoder import OnnxEncoder
+from ..engine.config import load_settings
 from ..engine.errors import ModelLoadError
-from ..engine.loading import session_config
-from ..engine.self_check import MARGIN, check_int8_kernel, check_reference, cosine_to_reference
+from ..engine.loading import InitPlan, build_encoder, check_arithmetic, session_config
+from ..engine.self_check import MARGIN, cosine_to_reference
 from ..engine.service import PROBE_TEXT, EmbeddingService
 from ..http.errors import error_answer
-from .events import rest_proxy_event
+from .events import proxy_response, rest_proxy_event
 
 if TYPE_CHECKING:
     from ..http.auth import ApiKeyAuthenticator
@@ -81,14 +80,15 @@ class SnapStart:
         self,
         *,
         service: EmbeddingService,
-        settings: Settings,
+        plan: InitPlan,
         asgi_handler: Callable[[dict[str, Any], Any], dict[str, Any]],
         authenticator: ApiKeyAuthenticator | None,
         logger: Any,
         metrics: Any,
     ) -> None:
         self.service = service
-        self.settings = settings
+        #: What the init built the service from: the session is rebuilt from it.
+        self.plan = plan
         self.asgi_handler = asgi_handler
         self.authenticator = authenticator
         self.logger = logger
@@ -176,32 +176,26 @@ class SnapStart:
         )
 
     def redetect_threads(self) -> int:
-        """The thread count for this host; a session built for another count is rebuilt."""
-        settings = load_settings()
-        threads = settings.intra_op_threads()
-        encoder = self.service.encoder
-        if threads != encoder.intra_op_threads:
+        """The thread count for this host; a session built for another count is rebuilt, as
+        the init built it (loading.build_encoder)."""
+        session = session_config(load_settings(), self.plan.manifest)
+        threads = session.intra_op_threads
+        snapshot_threads = self.service.encoder.intra_op_threads
+        if threads != snapshot_threads:
             self.logger.info(
                 "restored on a host with another CPU allowance: rebuilding the session",
-                extra={"snapshot_threads": encoder.intra_op_threads, "threads": threads},
+                extra={"snapshot_threads": snapshot_threads, "threads": threads},
             )
-            self.service.encoder = OnnxEncoder(
-                encoder.path,
-                output_name=encoder.output_name,
-                dimension=encoder.dimension,
-                max_length=encoder.max_length,
-                config=session_config(settings, self.service.manifest),
-            )
+            self.plan = self.plan.with_session(session)
+            self.service.encoder = build_encoder(self.plan)
         return threads
 
     def check_arithmetic(self) -> float:
-        """The init's CPU checks on this host, and the probe against the snapshot's: the
-        probe's cosine to the snapshot host's vector (ModelLoadError below 1 - MARGIN)."""
-        manifest = self.service.manifest
+        """The init's CPU checks on this host (loading.check_arithmetic), and the probe
+        against the snapshot's: the probe's cosine to the snapshot host's vector
+        (ModelLoadError below 1 - MARGIN)."""
         cpu.int8_kernel_product.cache_clear()  # the snapshot host's answer is not this one's
-        check_int8_kernel(manifest)
-        vector = probe_vector(self.service)
-        check_reference(manifest, PROBE_TEXT, vector)
+        vector = check_arithmetic(uncached(self.service))
         if self.snapshot_vector is None:
             raise ModelLoadError("restored without a snapshot: the before-snapshot hook never ran")
         cosine = cosine_to_reference(vector, self.snapshot_vector.astype(np.float64))
@@ -219,19 +213,17 @@ class SnapStart:
         """The proxy response for any request while `refusal` holds: a 500 in OpenAI's
         shape, whose body never says why (the log does)."""
         self.logger.error("request refused", extra={"reason": self.refusal})
-        answer = error_answer(ModelLoadError(self.refusal or NOT_RESTORED))
-        return {
-            "statusCode": answer.status,
-            "headers": {**answer.headers, "content-type": "application/json"},
-            "body": answer.body.decode("utf-8"),
-            "isBase64Encoded": False,
-        }
+        return proxy_response(error_answer(ModelLoadError(self.refusal or NOT_RESTORED)))
+
+
+def uncached(service: EmbeddingService) -> EmbeddingService:
+    """The service's model without its vector cache: a probe through it is computed now."""
+    return EmbeddingService(service.manifest, service.tokenizer, service.encoder)
 
 
 def probe_vector(service: EmbeddingService) -> np.ndarray:
     """The probe computed now, never from the vector cache."""
-    fresh = EmbeddingService(service.manifest, service.tokenizer, service.encoder)
-    return fresh.probe().copy()
+    return uncached(service).probe().copy()
 
 
 def warm_up_event(headers: dict[str, str], body: str) -> dict[str, Any]:

@@ -1,20 +1,36 @@
 """The init phase: validate every artifact, build the service, run a real inference probe.
 
-One `ServiceInit` is one init and the one place that holds its outcome. `ServiceInit.start`
-builds the service from the settings: it reads the manifest, checks the function's memory
-and the bundle's files, starts the ONNX Runtime session building in a worker thread, and
-returns at once; `service()` finishes the init and returns the service or raises what
-stopped it (ModelLoadError naming the cause, ConfigError for the settings), so a bad bundle
-never serves a request. `load_service(settings)` is both in one call (serve, the tools);
-`ServiceInit.start_bundle` starts from a manifest already in memory (export checks the
-bundle it is writing this way, before any manifest file exists).
+One `ServiceInit` is one init and the one place that holds its outcome. Its stages, in order:
+
+1. **plan** (`InitPlan.from_settings`): the settings, the manifest, the function's memory;
+2. **files** (`check_files`): every file the manifest records, present and whole;
+3. **session** (`start_session`): the ONNX Runtime session starts building in a worker
+   thread; its `Future` is the one piece of work that overlaps with what the caller does
+   next (the Lambda entry point imports the web stack meanwhile);
+4. **tokenizer** (`load_tokenizer`), then **wait** for the session (`wait_for_session`);
+5. **service** (`EmbeddingService`), then **this CPU's arithmetic** (`check_arithmetic`:
+   the int8 kernel's known answer, the probe, the probe against the manifest's reference);
+6. **contract** (`fingerprint.check_contract`): what the bundle serves against what its
+   manifest records.
+
+`ServiceInit.start` runs stages 1 to 3 and returns at once; `service()` runs the rest and
+returns the service or raises what stopped the init (ModelLoadError naming the cause,
+ConfigError for the settings), so a bad bundle never serves a request. `load_service` is
+both in one call (the tools); `ServiceInit.start_bundle` starts from a manifest already in
+memory (export checks the bundle it is writing this way). SnapStart's after-restore checks
+run `build_encoder` and `check_arithmetic` again, on the restoring host.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
+
+import numpy as np
 
 from .bundle import BundlePaths, Manifest, check_file, load_manifest
 from .config import Settings, processes_per_environment
@@ -24,6 +40,9 @@ from .self_check import check_int8_kernel, check_reference
 from .service import PROBE_TEXT, EmbeddingService, InitTimings
 from .sizing import check_function_memory
 from .tokenization import SiglipTokenizer
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 def graph_optimization_level(setting: str, manifest: Manifest) -> str:
@@ -43,9 +62,103 @@ def session_config(settings: Settings, manifest: Manifest) -> SessionConfig:
     )
 
 
+@dataclass(frozen=True)
+class InitPlan:
+    """What one init builds: the bundle, its session, the service's cache, and whether this
+    CPU's arithmetic is checked (a measuring tool turns it off: tools/emulation.py)."""
+
+    manifest: Manifest
+    paths: BundlePaths
+    session: SessionConfig
+    output_name: str = Settings.model_fields["onnx_output_name"].default
+    cache_size: int = 0
+    cache_max_bytes: int = 0
+    self_check: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> InitPlan:
+        """The plan the settings ask for; the manifest read (ModelLoadError if it is bad)."""
+        paths = settings.artifact_paths()
+        manifest = load_manifest(paths.manifest)
+        return cls(
+            manifest,
+            paths,
+            session_config(settings, manifest),
+            output_name=settings.onnx_output_name,
+            cache_size=settings.cache_size,
+            cache_max_bytes=settings.cache_max_bytes,
+        )
+
+    def with_session(self, session: SessionConfig) -> InitPlan:
+        """The same plan for another session (SnapStart: a host with another allowance)."""
+        return dataclasses.replace(self, session=session)
+
+
 def load_service(settings: Settings) -> EmbeddingService:
     """The init as serve and the tools run it: `ServiceInit.start`, then its service."""
     return ServiceInit.start(settings).service()
+
+
+def check_files(plan: InitPlan) -> None:
+    """Every file of the bundle present, readable and of its recorded size (stage 2)."""
+    paths, manifest = plan.paths, plan.manifest
+    check_file(paths.onnx, "ONNX model", manifest)
+    check_file(paths.tokenizer, "tokenizer", manifest)
+    for name in manifest.recorded_files():
+        # e.g. text_model.onnx.data: a truncated weights file is named here, not deep in ORT
+        if name not in (paths.onnx.name, paths.tokenizer.name, paths.manifest.name):
+            check_file(paths.onnx.parent / name, "model file", manifest)
+
+
+def build_encoder(plan: InitPlan) -> OnnxEncoder:
+    """The ONNX Runtime session, its graph checked against the manifest."""
+    return OnnxEncoder(
+        plan.paths.onnx,
+        output_name=plan.output_name,
+        dimension=plan.manifest.embedding_dimension,
+        max_length=plan.manifest.text_max_token_length,
+        config=plan.session,
+    )
+
+
+def start_session(plan: InitPlan, timings: InitTimings) -> Future[OnnxEncoder]:
+    """`build_encoder` in a worker thread (stage 3). ONNX Runtime releases the GIL while it
+    builds a session, so whatever the caller does until `wait_for_session` overlaps with it."""
+
+    def timed() -> OnnxEncoder:
+        began = time.perf_counter()
+        try:
+            return build_encoder(plan)
+        finally:
+            timings.session_s = time.perf_counter() - began
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="siglip-init")
+    session = pool.submit(timed)
+    pool.shutdown(wait=False)  # the thread ends with its one task
+    return session
+
+
+def load_tokenizer(plan: InitPlan) -> SiglipTokenizer:
+    """The bundle's tokenizer (stage 4). Its parse holds the GIL (``tokenizers`` does not
+    release it), so it runs after the caller's overlapping work, still beside the session."""
+    pruned = plan.manifest.tokenizer_merges
+    return SiglipTokenizer.from_file(
+        plan.paths.tokenizer,
+        max_length=plan.manifest.text_max_token_length,
+        token_ids=pruned.token_ids if pruned is not None else None,
+    )
+
+
+def check_arithmetic(service: EmbeddingService, *, self_check: bool = True) -> np.ndarray:
+    """This CPU's arithmetic (stage 5; again after each SnapStart restore): the int8
+    kernel's known answer, a real probe, the probe's vector against the manifest's reference
+    (self_check.py). The probe runs either way; returns its vector."""
+    if self_check:
+        check_int8_kernel(service.manifest)
+    vector = service.probe()
+    if self_check:
+        check_reference(service.manifest, PROBE_TEXT, vector)
+    return vector
 
 
 class ServiceInit:
@@ -53,54 +166,46 @@ class ServiceInit:
     returns the service or raises what stopped the init, the same on every call.
 
     Nothing is raised before `service()`: the Lambda entry point starts the init before it
-    imports the web stack and raises its error once its logger exists. ONNX Runtime
-    releases the GIL while it builds a session, so whatever the caller does in between (the
-    entry point imports FastAPI, Mangum and Powertools) overlaps with it. The tokenizer parse
-    holds the GIL (``tokenizers`` does not release it), so `service()` runs it after those
-    imports, still beside the session build.
+    imports the web stack and raises its error once its logger exists.
     """
 
-    def __init__(self) -> None:
-        """An init not started; `start` and `start_bundle` make started ones."""
-        #: The bundle's manifest, once read (None when the init stopped before).
-        self.manifest: Manifest | None = None
+    def __init__(self, plan: InitPlan | None = None, *, began: float | None = None) -> None:
+        """An init of `plan` whose session is not started; `start` and `start_bundle` make
+        started ones."""
+        self.plan = plan
+        #: The settings the init was started from (None when it started from a manifest, or
+        #: when reading them failed).
+        self.settings: Settings | None = None
         #: sizing.check_function_memory's warning, for the Lambda entry point to log.
         self.memory_warning: str | None = None
         self.timings = InitTimings()
+        self._began = time.perf_counter() if began is None else began
+        self._session: Future[OnnxEncoder] | None = None
         self._error: Exception | None = None
         self._service: EmbeddingService | None = None
-        self._finish: Callable[[], EmbeddingService] | None = None
 
     @classmethod
     def start(cls, settings: Settings | Callable[[], Settings]) -> ServiceInit:
-        """The service from the settings, or from the function that reads them (the Lambda
+        """Stages 1 to 3 from the settings, or from the function that reads them (the Lambda
         entry point passes `config.get_settings`, so that invalid settings are held like any
         other init error). In Lambda the function's memory is checked before the model is
         loaded (sizing.py)."""
-        init = cls()
+        began = time.perf_counter()
         try:
             if not isinstance(settings, Settings):
                 settings = settings()
-            began = time.perf_counter()
-            paths = settings.artifact_paths()
-            manifest = load_manifest(paths.manifest)
-            init.manifest = manifest
-            init.memory_warning = check_function_memory(
-                manifest, processes=processes_per_environment() or 1
-            )
-            init._begin(
-                manifest,
-                paths,
-                session_config(settings, manifest),
-                output_name=settings.onnx_output_name,
-                cache_size=settings.cache_size,
-                cache_max_bytes=settings.cache_max_bytes,
-                self_check=True,
-                began=began,
+            plan = InitPlan.from_settings(settings)
+            memory_warning = check_function_memory(
+                plan.manifest, processes=processes_per_environment() or 1
             )
         except Exception as exc:
-            init._error = exc
-        return init
+            failed = cls()
+            failed._error = exc
+            return failed
+        init = cls(plan, began=began)
+        init.settings = settings
+        init.memory_warning = memory_warning
+        return init._started()
 
     @classmethod
     def start_bundle(
@@ -111,24 +216,14 @@ class ServiceInit:
         *,
         self_check: bool = True,
     ) -> ServiceInit:
-        """The service from a manifest in memory, without a cache; the self-check of this
+        """Stages 2 and 3 from a manifest in memory, without a cache; the self-check of this
         CPU unless told not to (a measuring tool: tools/emulation.py)."""
-        init = cls()
-        init.manifest = manifest
-        try:
-            init._begin(
-                manifest,
-                paths,
-                session,
-                output_name=Settings.model_fields["onnx_output_name"].default,
-                cache_size=0,
-                cache_max_bytes=0,
-                self_check=self_check,
-                began=time.perf_counter(),
-            )
-        except Exception as exc:
-            init._error = exc
-        return init
+        return cls(InitPlan(manifest, paths, session, self_check=self_check))._started()
+
+    @property
+    def manifest(self) -> Manifest | None:
+        """The bundle's manifest, once read (None when the init stopped before)."""
+        return self.plan.manifest if self.plan is not None else None
 
     @property
     def error(self) -> Exception | None:
@@ -138,89 +233,53 @@ class ServiceInit:
 
     def service(self) -> EmbeddingService:
         """The service, probed and self-checked on this CPU (self_check.py); or the error that
-        stopped the init (the session's first: the graph is checked before the tokenizer)."""
-        if self._finish is not None:
-            finish, self._finish = self._finish, None
+        stopped the init."""
+        if self._service is None and self._error is None:
             try:
-                self._service = finish()
+                if self.plan is None or self._session is None:
+                    raise RuntimeError("ServiceInit.service() on an init never started")
+                self._service = self.finish(self.plan, self._session)
             except Exception as exc:
                 self._error = exc
         if self._error is not None:
             raise self._error
-        if self._service is None:
-            raise RuntimeError("ServiceInit.service() on an init that was never started")
+        assert self._service is not None
         return self._service
 
-    def _begin(
-        self,
-        manifest: Manifest,
-        paths: BundlePaths,
-        session: SessionConfig,
-        *,
-        output_name: str,
-        cache_size: int,
-        cache_max_bytes: int,
-        self_check: bool,
-        began: float,
-    ) -> None:
-        """The files checked, the session building in a worker thread; `_finish` set to what
-        `service()` runs."""
-        timings = self.timings
-        check_file(paths.onnx, "ONNX model", manifest)
-        check_file(paths.tokenizer, "tokenizer", manifest)
-        for name in manifest.recorded_files():
-            # e.g. text_model.onnx.data: a truncated weights file is named here, not deep in ORT
-            if name not in (paths.onnx.name, paths.tokenizer.name, paths.manifest.name):
-                check_file(paths.onnx.parent / name, "model file", manifest)
-        timings.manifest_s = time.perf_counter() - began
+    def finish(self, plan: InitPlan, session: Future[OnnxEncoder]) -> EmbeddingService:
+        """Stages 4 to 6, in order, with the session that `start_session` is building."""
+        try:
+            tokenizer = self._timed("tokenizer_s", load_tokenizer, plan)
+        finally:
+            # The session's error wins over the tokenizer's: the graph is checked first.
+            encoder = self._timed("session_wait_s", Future.result, session)
+        service = EmbeddingService(
+            plan.manifest,
+            tokenizer,
+            encoder,
+            cache_size=plan.cache_size,
+            cache_max_bytes=plan.cache_max_bytes,
+            init_timings=self.timings,
+        )
+        self._timed("probe_s", check_arithmetic, service, self_check=plan.self_check)
+        service.fingerprint = check_contract(plan.manifest, plan.paths, tokenizer)
+        return service
 
-        def build_encoder() -> OnnxEncoder:
-            began = time.perf_counter()
-            try:
-                return OnnxEncoder(
-                    paths.onnx,
-                    output_name=output_name,
-                    dimension=manifest.embedding_dimension,
-                    max_length=manifest.text_max_token_length,
-                    config=session,
-                )
-            finally:
-                timings.session_s = time.perf_counter() - began
+    def _started(self) -> ServiceInit:
+        """Stages 2 and 3: the files checked, the session building (or the error held)."""
+        assert self.plan is not None
+        try:
+            check_files(self.plan)
+            self.timings.manifest_s = time.perf_counter() - self._began
+            self._session = start_session(self.plan, self.timings)
+        except Exception as exc:
+            self._error = exc
+        return self
 
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="siglip-init")
-        encoder: Future[OnnxEncoder] = pool.submit(build_encoder)
-        pool.shutdown(wait=False)  # the thread ends with its one task
-
-        def finish() -> EmbeddingService:
-            try:
-                began = time.perf_counter()
-                pruned = manifest.tokenizer_merges
-                tokenizer = SiglipTokenizer.from_file(
-                    paths.tokenizer,
-                    max_length=manifest.text_max_token_length,
-                    token_ids=pruned.token_ids if pruned is not None else None,
-                )
-                timings.tokenizer_s = time.perf_counter() - began
-            finally:
-                waited = time.perf_counter()
-                built = encoder.result()
-                timings.session_wait_s = time.perf_counter() - waited
-            service = EmbeddingService(
-                manifest,
-                tokenizer,
-                built,
-                cache_size=cache_size,
-                cache_max_bytes=cache_max_bytes,
-                init_timings=timings,
-            )
-            began = time.perf_counter()
-            if self_check:
-                check_int8_kernel(manifest)
-            vector = service.probe()
-            if self_check:
-                check_reference(manifest, PROBE_TEXT, vector)
-            timings.probe_s = time.perf_counter() - began
-            service.fingerprint = check_contract(manifest, paths, tokenizer)
-            return service
-
-        self._finish = finish
+    def _timed(self, name: str, stage: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """One stage, its seconds recorded in `timings` under ``name``."""
+        began = time.perf_counter()
+        try:
+            return stage(*args, **kwargs)
+        finally:
+            setattr(self.timings, name, time.perf_counter() - began)

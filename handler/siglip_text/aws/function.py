@@ -1,0 +1,162 @@
+"""The Lambda function around the one app: Powertools' logger and metrics, Mangum, SnapStart's
+hooks, X-Ray, and `LambdaFunction.handler`, which answers every event and never raises.
+
+The assembly (assembly.py) imports this module after the init has started the ONNX Runtime
+session, so that Powertools and Mangum import while the session builds; it makes one
+`LambdaFunction` first (its logger reports the init's failure), then hands it the app.
+Mangum runs with ``lifespan="off"``: it would otherwise enter the ASGI lifespan on every
+invocation.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from mangum import Mangum
+
+from ..engine.config import MEMORY_SIZE_VARIABLE, Settings
+from ..engine.errors import SiglipError
+from ..engine.loading import InitPlan, ServiceInit
+from ..engine.service import EmbeddingService
+from ..http.errors import error_answer, unexpected
+from ..http.observability import PowertoolsObserver
+from .events import as_mangum_reads, proxy_response
+from .snapstart import SnapStart, snap_start_init
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def tracing_enabled(environ: Mapping[str, str] = os.environ) -> bool:
+    """X-Ray tracing unless ``POWERTOOLS_TRACE_DISABLED`` is true.
+
+    Importing the X-Ray SDK is a measurable part of init (docs/performance.md gives the
+    figure), so with tracing disabled the Tracer is never built.
+    """
+    disabled = environ.get("POWERTOOLS_TRACE_DISABLED", "false").strip().lower()
+    return disabled not in ("1", "true")
+
+
+class LambdaFunction:
+    """One Lambda function: made with its logger and metrics when the init starts, then
+    `serve`-d the app; `handler` is the function's entry point."""
+
+    def __init__(self, environ: Mapping[str, str] = os.environ) -> None:
+        self.environ = environ
+        self.service_name = environ.get("POWERTOOLS_SERVICE_NAME", "siglip-text")
+        self.logger = Logger(service=self.service_name)
+        self.metrics = Metrics(
+            namespace=environ.get("POWERTOOLS_METRICS_NAMESPACE", "SiglipText"),
+            service=self.service_name,
+        )
+        # The package logger takes Powertools' handler and level; the package's own loggers,
+        # those made later by the modules still to import included, propagate to it. It is
+        # made here, so that it exists to be configured whatever has been imported so far.
+        logging.getLogger("siglip_text")
+        copy_config_to_registered_loggers(source_logger=self.logger, include={"siglip_text"})
+        # /health publishes no metric; Powertools would warn about that on every call.
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
+        self.observer = PowertoolsObserver(self.metrics, self.logger)
+        #: Set by `serve`: the app, Mangum around it, SnapStart's hooks, the X-Ray tracer.
+        self.app: Any = None
+        self.settings: Settings | None = None
+        self.asgi_handler: Handler | None = None
+        self.snapstart: SnapStart | None = None
+        self.tracer: Any = None
+        self._traced: Handler = self._invoke
+        # log_event=False even if POWERTOOLS_LOGGER_LOG_EVENT is set: events carry query text.
+        in_context = self.logger.inject_lambda_context(
+            correlation_id_path=correlation_paths.API_GATEWAY_REST, log_event=False
+        )
+        with_metrics = self.metrics.log_metrics(capture_cold_start_metric=True)
+        self.handler: Handler = in_context(with_metrics(self._handle))
+
+    @property
+    def snap_start(self) -> bool:
+        """This init will be snapshotted (SnapStart): no key is read before the snapshot."""
+        return snap_start_init(self.environ)
+
+    def init_failed(self) -> None:
+        """Log the exception being handled: the init stopped, the function will not serve."""
+        self.logger.exception("init failed: the function will not serve")
+
+    def warn_about_memory(self, init: ServiceInit) -> None:
+        """The memory check's warning (sizing.py), if any, with the figures it compares."""
+        manifest = init.manifest
+        if init.memory_warning and manifest is not None:
+            self.logger.warning(
+                init.memory_warning,
+                extra={
+                    "function_memory_mb": self.environ.get(MEMORY_SIZE_VARIABLE),
+                    "recommended_mb": manifest.memory.recommended_mb if manifest.memory else None,
+                },
+            )
+
+    def serve(self, app: Any, settings: Settings, plan: InitPlan) -> None:
+        """Put the app behind Mangum, register SnapStart's hooks, trace if enabled."""
+        service: EmbeddingService = app.state.service
+        self.logger.info(
+            "model loaded",
+            extra={
+                "model": service.model_id,
+                "revision": service.revision,
+                "dimension": service.dimension,
+                "fingerprint": service.fingerprint,
+                "intra_op_threads": settings.intra_op_threads(),
+                "init": service.init_timings.as_dict(),
+                "runtime": service.describe()["runtime"],
+                "auth_mode": settings.auth_mode,
+            },
+        )
+        self.app, self.settings = app, settings
+        # A custom domain's API mapping leaves its base path in the event's path: Mangum
+        # strips it.
+        self.asgi_handler = Mangum(
+            app, lifespan="off", api_gateway_base_path=settings.api_base_path or "/"
+        )
+        if self.snap_start:
+            self.snapstart = SnapStart(
+                service=service,
+                plan=plan,
+                asgi_handler=self.asgi_handler,
+                authenticator=app.state.authenticator,
+                logger=self.logger,
+                metrics=self.metrics,
+            )
+            self.snapstart.register()
+        if tracing_enabled(self.environ):
+            from aws_lambda_powertools import Tracer
+
+            self.tracer = Tracer(service=self.service_name)
+            # Never capture responses (they hold vectors) nor errors (they could hold input).
+            self._traced = self.tracer.capture_lambda_handler(
+                capture_response=False, capture_error=False
+            )(self._invoke)
+
+    def _handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """API Gateway (REST v1 or HTTP API v2) or function URL event -> the app, through
+        Mangum. Never raises: an event Mangum cannot read is a 400 before any work
+        (events.as_mangum_reads), anything unexpected an OpenAI 500 that says nothing of it."""
+        if self.snapstart is not None and self.snapstart.refusal is not None:
+            return self.snapstart.refused()
+        try:
+            readable = as_mangum_reads(event)
+        except SiglipError as refused:
+            return proxy_response(error_answer(refused))
+        try:
+            return self._traced(readable, context)
+        except Exception as exc:
+            cause = unexpected(exc)
+            self.logger.error("answered 500: unexpected error", extra={"cause": cause})
+            return proxy_response(error_answer(SiglipError(f"unexpected error: {cause}")))
+
+    def _invoke(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        if self.asgi_handler is None:
+            raise RuntimeError("LambdaFunction.handler before serve()")
+        return self.asgi_handler(event, context)
