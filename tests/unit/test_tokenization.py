@@ -117,6 +117,16 @@ def test_token_id_outside_vocabulary_is_invalid_input(
         tokenizer.encode_token_ids([[5], [7, bad]])
 
 
+@pytest.mark.parametrize("position", [64, 65, 8191])
+def test_token_id_outside_vocabulary_past_the_cut_is_invalid_input(
+    tokenizer: SiglipTokenizer, position: int
+) -> None:
+    ids = [5] * (position + 1)
+    ids[position] = tokenizer.vocab_size
+    with pytest.raises(InvalidInputError, match=r"input\[0\].*outside the vocabulary"):
+        tokenizer.encode_token_ids([ids])
+
+
 def test_highest_vocabulary_id_is_accepted(tokenizer: SiglipTokenizer) -> None:
     batch = tokenizer.encode_token_ids([[tokenizer.vocab_size - 1]])
     assert batch.ids[0, 0] == tokenizer.vocab_size - 1

@@ -247,19 +247,20 @@ class SiglipTokenizer:
         return str(self._tokenizer.decode(list(ids), skip_special_tokens=False))
 
     def encode_token_ids(self, sequences: Sequence[Sequence[int]]) -> TokenBatch:
-        """Take token ids as given (no EOS added), truncate to L, pad with <pad>."""
+        """Take token ids as given (no EOS added), truncate to L, pad with <pad>. Every id
+        is range-checked, past the cut too: an id outside the vocabulary means ids of
+        another tokenizer, wherever it stands."""
         rows: list[list[int]] = []
         cut = [len(seq) > self.max_length for seq in sequences]
         for i, seq in enumerate(sequences):
-            ids = list(seq[: self.max_length])
-            for value in ids:
-                if not 0 <= value < self.vocab_size:
-                    raise InvalidInputError(
-                        f"input[{i}] has token id {_short(value)} outside the vocabulary "
-                        f"[0, {self.vocab_size}): {FOREIGN_TOKEN_IDS_HINT}",
-                        param="input",
-                    )
-            rows.append(ids)
+            if seq and (min(seq) < 0 or max(seq) >= self.vocab_size):
+                value = next(v for v in seq if not 0 <= v < self.vocab_size)
+                raise InvalidInputError(
+                    f"input[{i}] has token id {_short(value)} outside the vocabulary "
+                    f"[0, {self.vocab_size}): {FOREIGN_TOKEN_IDS_HINT}",
+                    param="input",
+                )
+            rows.append(list(seq[: self.max_length]))
         return self._pack(rows, cut)
 
     def _pack(self, rows: list[list[int]], cut: list[bool]) -> TokenBatch:
