@@ -24,8 +24,9 @@ from ..engine.tokenization import Token
 from .schemas import TokenizeRequest, json_items_at_most, json_value
 
 INPUTS_SHAPE_MESSAGE = "'inputs' must be a string or an array of strings"
-#: Values a request may hold beyond its texts: its fields and the array.
-ITEMS_SLACK = 16
+#: Values a ``/tokenize`` request may hold beyond its texts: its fields and the array (the
+#: embeddings request, whose inputs may be arrays of ids, has its own, `app.ITEMS_SLACK`).
+TOKENIZE_ITEMS_SLACK = 16
 
 
 def tokenize_body(
@@ -41,9 +42,9 @@ def parse_tokenize_request(body: bytes, *, max_inputs: int) -> tuple[list[str], 
     """The texts and ``add_special_tokens`` of a ``/tokenize`` body; every failure is a 400
     (413 for too many inputs) that does not echo the input. As for embeddings, the body's
     values are counted before it is parsed, so memory is bounded by the inputs allowed."""
-    if not json_items_at_most(body, max_inputs + ITEMS_SLACK):
+    if not json_items_at_most(body, max_inputs + TOKENIZE_ITEMS_SLACK):
         raise TooManyInputsError(
-            f"the request holds more than {max_inputs + ITEMS_SLACK:,} values; at most "
+            f"the request holds more than {max_inputs + TOKENIZE_ITEMS_SLACK:,} values; at most "
             f"{max_inputs} inputs are accepted per request: split it",
             param="inputs",
         )
