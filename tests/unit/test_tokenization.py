@@ -7,7 +7,11 @@ from typing import Any
 
 import pytest
 from siglip_text.engine.errors import InvalidInputError, ModelLoadError
-from siglip_text.engine.tokenization import SiglipTokenizer
+from siglip_text.engine.tokenization import (
+    SLICE_BYTES,
+    WINDOW_BYTES_PER_TOKEN,
+    SiglipTokenizer,
+)
 
 from tests.support.paths import FIXTURES
 
@@ -194,6 +198,36 @@ def test_megabyte_text_is_tokenized_through_a_bounded_prefix(tokenizer: SiglipTo
         tokenizer._tokenizer = inner
     assert batch.lengths == [64]
     assert max(seen) <= 4 * 64 * 16, seen
+
+
+def test_a_maximal_request_is_tokenized_in_slices_of_bounded_windows(
+    tokenizer: SiglipTokenizer,
+) -> None:
+    # texts of 765 distinct emoji (3 KB each, 6 MB for 2048): with byte fallback an emoji
+    # is up to 4 tokens, so windows in characters, or a request in one tokenizer call, hold
+    # about a million tokens at once (256 texts here: 4 times the slice already)
+    texts = ["".join(chr(0x1F300 + (i * 7 + j) % 2000) for j in range(765)) for i in range(256)]
+    calls: list[list[int]] = []
+    inner = tokenizer._tokenizer
+    original = inner.encode_batch
+
+    class Recording:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(inner, name)
+
+        def encode_batch(self, pieces: list[str], **kwargs: Any) -> Any:
+            calls.append([len(p.encode("utf-8")) for p in pieces])
+            return original(pieces, **kwargs)
+
+    tokenizer._tokenizer = Recording()  # type: ignore[assignment]
+    try:
+        batch = tokenizer.encode_texts(texts)
+    finally:
+        tokenizer._tokenizer = inner
+    assert batch.lengths == [64] * 256 and all(batch.truncated)
+    window = WINDOW_BYTES_PER_TOKEN * 64
+    assert max(max(sizes) for sizes in calls) <= 2 * window
+    assert max(sum(sizes) for sizes in calls) <= SLICE_BYTES
 
 
 def test_tokenizer_without_pad_token_fails_to_load(tmp_path: Path, demo_dir: Path) -> None:
