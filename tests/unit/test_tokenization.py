@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -178,8 +180,10 @@ def test_long_text_prefix_window_gives_same_ids_as_whole_text(
     assert tokenizer.encode_texts([text]).ids[0].tolist()[: len(whole)] == whole
 
 
-def test_megabyte_text_is_tokenized_through_a_bounded_prefix(tokenizer: SiglipTokenizer) -> None:
-    seen: list[int] = []
+@contextmanager
+def tokenizer_calls(tokenizer: SiglipTokenizer) -> Iterator[list[list[str]]]:
+    """The pieces each call of the wrapped `tokenizers.Tokenizer` gets, in order."""
+    calls: list[list[str]] = []
     inner = tokenizer._tokenizer
     original = inner.encode_batch
 
@@ -187,17 +191,22 @@ def test_megabyte_text_is_tokenized_through_a_bounded_prefix(tokenizer: SiglipTo
         def __getattr__(self, name: str) -> Any:
             return getattr(inner, name)
 
-        def encode_batch(self, texts: list[str], **kwargs: Any) -> Any:
-            seen.extend(len(t) for t in texts)
-            return original(texts, **kwargs)
+        def encode_batch(self, pieces: list[str], **kwargs: Any) -> Any:
+            calls.append(list(pieces))
+            return original(pieces, **kwargs)
 
     tokenizer._tokenizer = Recording()  # type: ignore[assignment]
     try:
-        batch = tokenizer.encode_texts(["a photo of a cat " * 70_000])
+        yield calls
     finally:
         tokenizer._tokenizer = inner
+
+
+def test_megabyte_text_is_tokenized_through_a_bounded_prefix(tokenizer: SiglipTokenizer) -> None:
+    with tokenizer_calls(tokenizer) as calls:
+        batch = tokenizer.encode_texts(["a photo of a cat " * 70_000])
     assert batch.lengths == [64]
-    assert max(seen) <= 4 * 64 * 16, seen
+    assert max(len(piece) for pieces in calls for piece in pieces) <= 4 * 64 * 16
 
 
 def test_a_maximal_request_is_tokenized_in_slices_of_bounded_windows(
@@ -207,27 +216,12 @@ def test_a_maximal_request_is_tokenized_in_slices_of_bounded_windows(
     # is up to 4 tokens, so windows in characters, or a request in one tokenizer call, hold
     # about a million tokens at once (256 texts here: 4 times the slice already)
     texts = ["".join(chr(0x1F300 + (i * 7 + j) % 2000) for j in range(765)) for i in range(256)]
-    calls: list[list[int]] = []
-    inner = tokenizer._tokenizer
-    original = inner.encode_batch
-
-    class Recording:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(inner, name)
-
-        def encode_batch(self, pieces: list[str], **kwargs: Any) -> Any:
-            calls.append([len(p.encode("utf-8")) for p in pieces])
-            return original(pieces, **kwargs)
-
-    tokenizer._tokenizer = Recording()  # type: ignore[assignment]
-    try:
+    with tokenizer_calls(tokenizer) as calls:
         batch = tokenizer.encode_texts(texts)
-    finally:
-        tokenizer._tokenizer = inner
     assert batch.lengths == [64] * 256 and all(batch.truncated)
-    window = WINDOW_BYTES_PER_TOKEN * 64
-    assert max(max(sizes) for sizes in calls) <= 2 * window
-    assert max(sum(sizes) for sizes in calls) <= SLICE_BYTES
+    sizes = [[len(piece.encode("utf-8")) for piece in pieces] for pieces in calls]
+    assert max(max(call) for call in sizes) <= 2 * WINDOW_BYTES_PER_TOKEN * 64
+    assert max(sum(call) for call in sizes) <= SLICE_BYTES
 
 
 def test_tokenizer_without_pad_token_fails_to_load(tmp_path: Path, demo_dir: Path) -> None:
