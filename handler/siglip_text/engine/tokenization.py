@@ -162,7 +162,7 @@ class SiglipTokenizer:
         only (a lower bound), so that a refusal costs no more than a request."""
         exact = len(text) <= COUNT_CHARS
         (encoding,) = self._encode_many([text if exact else text[:COUNT_CHARS]], first_index=[0])
-        return len(encoding.ids) + 1, exact
+        return len(encoding) + 1, exact  # len: no list of every id
 
     def content_ids(self, text: str) -> list[int]:
         """The content ids the model is fed for ``text`` (the first L-1, no ``<eos>``)."""
