@@ -221,7 +221,6 @@ class SiglipTokenizer:
                         if content.cut:
                             held[i] = content
                         unsettled.append(i)
-                del pieces, found
             pending = unsettled
             size *= 2
         kept: list[_Content] = []
