@@ -2,12 +2,18 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from siglip_text.engine.errors import InvalidInputError, ModelLoadError
-from siglip_text.engine.tokenization import SiglipTokenizer
+from siglip_text.engine.tokenization import (
+    SLICE_BYTES,
+    WINDOW_BYTES_PER_TOKEN,
+    SiglipTokenizer,
+)
 
 from tests.support.paths import FIXTURES
 
@@ -117,6 +123,16 @@ def test_token_id_outside_vocabulary_is_invalid_input(
         tokenizer.encode_token_ids([[5], [7, bad]])
 
 
+@pytest.mark.parametrize("position", [64, 65, 8191])
+def test_token_id_outside_vocabulary_past_the_cut_is_invalid_input(
+    tokenizer: SiglipTokenizer, position: int
+) -> None:
+    ids = [5] * (position + 1)
+    ids[position] = tokenizer.vocab_size
+    with pytest.raises(InvalidInputError, match=r"input\[0\].*outside the vocabulary"):
+        tokenizer.encode_token_ids([ids])
+
+
 def test_highest_vocabulary_id_is_accepted(tokenizer: SiglipTokenizer) -> None:
     batch = tokenizer.encode_token_ids([[tokenizer.vocab_size - 1]])
     assert batch.ids[0, 0] == tokenizer.vocab_size - 1
@@ -164,8 +180,10 @@ def test_long_text_prefix_window_gives_same_ids_as_whole_text(
     assert tokenizer.encode_texts([text]).ids[0].tolist()[: len(whole)] == whole
 
 
-def test_megabyte_text_is_tokenized_through_a_bounded_prefix(tokenizer: SiglipTokenizer) -> None:
-    seen: list[int] = []
+@contextmanager
+def tokenizer_calls(tokenizer: SiglipTokenizer) -> Iterator[list[list[str]]]:
+    """The pieces each call of the wrapped `tokenizers.Tokenizer` gets, in order."""
+    calls: list[list[str]] = []
     inner = tokenizer._tokenizer
     original = inner.encode_batch
 
@@ -173,17 +191,37 @@ def test_megabyte_text_is_tokenized_through_a_bounded_prefix(tokenizer: SiglipTo
         def __getattr__(self, name: str) -> Any:
             return getattr(inner, name)
 
-        def encode_batch(self, texts: list[str], **kwargs: Any) -> Any:
-            seen.extend(len(t) for t in texts)
-            return original(texts, **kwargs)
+        def encode_batch(self, pieces: list[str], **kwargs: Any) -> Any:
+            calls.append(list(pieces))
+            return original(pieces, **kwargs)
 
     tokenizer._tokenizer = Recording()  # type: ignore[assignment]
     try:
-        batch = tokenizer.encode_texts(["a photo of a cat " * 70_000])
+        yield calls
     finally:
         tokenizer._tokenizer = inner
+
+
+def test_megabyte_text_is_tokenized_through_a_bounded_prefix(tokenizer: SiglipTokenizer) -> None:
+    with tokenizer_calls(tokenizer) as calls:
+        batch = tokenizer.encode_texts(["a photo of a cat " * 70_000])
     assert batch.lengths == [64]
-    assert max(seen) <= 4 * 64 * 16, seen
+    assert max(len(piece) for pieces in calls for piece in pieces) <= 4 * 64 * 16
+
+
+def test_a_maximal_request_is_tokenized_in_slices_of_bounded_windows(
+    tokenizer: SiglipTokenizer,
+) -> None:
+    # texts of 765 distinct emoji (3 KB each, 6 MB for 2048): with byte fallback an emoji
+    # is up to 4 tokens, so windows in characters, or a request in one tokenizer call, hold
+    # about a million tokens at once (256 texts here: 4 times the slice already)
+    texts = ["".join(chr(0x1F300 + (i * 7 + j) % 2000) for j in range(765)) for i in range(256)]
+    with tokenizer_calls(tokenizer) as calls:
+        batch = tokenizer.encode_texts(texts)
+    assert batch.lengths == [64] * 256 and all(batch.truncated)
+    sizes = [[len(piece.encode("utf-8")) for piece in pieces] for pieces in calls]
+    assert max(max(call) for call in sizes) <= 2 * WINDOW_BYTES_PER_TOKEN * 64
+    assert max(sum(call) for call in sizes) <= SLICE_BYTES
 
 
 def test_tokenizer_without_pad_token_fails_to_load(tmp_path: Path, demo_dir: Path) -> None:

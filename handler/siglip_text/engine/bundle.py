@@ -270,6 +270,8 @@ FINGERPRINT_PATTERN = r"^sha256:[0-9a-f]{64}$"
 ContractFormat = Literal["siglip-text-contract/1"]
 CONTRACT_FORMAT: ContractFormat = "siglip-text-contract/1"
 WeightsOf = Literal["checkpoint-text-tower", "onnx-files"]
+#: The lowercasing a contract records: "other" for a normalizer that lowercases otherwise.
+ContractLowercase = Literal["unicode", "ascii", "none", "other"]
 
 Digest = Annotated[str, Field(pattern=FINGERPRINT_PATTERN)]
 
@@ -290,7 +292,7 @@ class Contract(_Record):
     repository: str = Field(min_length=1)
     revision: str = Field(pattern=REVISION_PATTERN)
     tokenizer: Digest
-    lowercase: Literal["unicode", "ascii", "none", "other"]
+    lowercase: ContractLowercase
     special_token_strings: Literal["text"]
     bos: Literal["none"]
     eos: Literal["sticky"]
@@ -305,6 +307,47 @@ class Contract(_Record):
     dimension: StrictInt = Field(gt=0)
     weights: Digest
     weights_of: WeightsOf
+
+    @classmethod
+    def siglip2(
+        cls,
+        *,
+        repository: str,
+        revision: str,
+        tokenizer: str,
+        lowercase: ContractLowercase,
+        eos_id: int,
+        pad_id: int,
+        length: int,
+        dimension: int,
+        weights: str,
+        weights_of: WeightsOf,
+    ) -> Contract:
+        """The contract of a SigLIP 2 text tower: what a bundle or a checkpoint gives, with
+        the rules every SigLIP 2 vector is made by, written here only. The fields stay
+        required when a contract is read (a manifest's record): a record that leaves one
+        out is refused, not completed."""
+        return cls(
+            format=CONTRACT_FORMAT,
+            repository=repository,
+            revision=revision,
+            tokenizer=tokenizer,
+            lowercase=lowercase,
+            special_token_strings="text",
+            bos="none",
+            eos="sticky",
+            eos_id=eos_id,
+            padding="right",
+            pad_id=pad_id,
+            length=length,
+            attention_mask="none",
+            pooling="last-position",
+            head="linear",
+            normalization="l2",
+            dimension=dimension,
+            weights=weights,
+            weights_of=weights_of,
+        )
 
 
 class Manifest(BaseModel):

@@ -32,7 +32,7 @@ from operator import itemgetter, methodcaller
 from pathlib import Path
 from typing import Any, Literal
 
-from .bundle import CONTRACT_FORMAT, BundlePaths, Contract, Manifest, WeightsOf, sha256_file
+from .bundle import BundlePaths, Contract, Manifest, WeightsOf, sha256_file
 from .errors import ModelLoadError
 from .tokenization import EOS_TOKEN, PAD_TOKEN, SiglipTokenizer
 
@@ -341,7 +341,9 @@ def served_contract(manifest: Manifest, paths: BundlePaths, tokenizer: SiglipTok
     weights_of: WeightsOf
     if record is None:
         try:
-            tokenizer_value = tokenizer_digest(_read_json(paths.tokenizer))
+            tokenizer_value = tokenizer_digest(
+                read_json_object(paths.tokenizer, ModelLoadError, what="tokenizer")
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelLoadError(f"{where}: its form cannot be read ({exc})") from None
         weights, weights_of = onnx_weights_digest(onnx_files(paths)), "onnx-files"
@@ -351,23 +353,14 @@ def served_contract(manifest: Manifest, paths: BundlePaths, tokenizer: SiglipTok
         weights, weights_of = record.weights, record.weights_of
         if weights_of == "onnx-files":
             weights = onnx_weights_digest(onnx_files(paths))
-    return Contract(
-        format=CONTRACT_FORMAT,
+    return Contract.siglip2(
         repository=manifest.repository,
         revision=manifest.revision,
         tokenizer=tokenizer_value,
         lowercase=lowercase,
-        special_token_strings="text",
-        bos="none",
-        eos="sticky",
         eos_id=tokenizer.eos_id,
-        padding="right",
         pad_id=tokenizer.pad_id,
         length=manifest.text_max_token_length,
-        attention_mask="none",
-        pooling="last-position",
-        head="linear",
-        normalization="l2",
         dimension=manifest.embedding_dimension,
         weights=weights,
         weights_of=weights_of,
@@ -425,11 +418,18 @@ def _check_recorded_file(manifest: Manifest, path: Path) -> None:
         )
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json_object(
+    path: Path, error: Callable[[str], Exception], *, what: str = ""
+) -> dict[str, Any]:
+    """A JSON file that must hold an object, for the bundle's check and the checkpoint's
+    tool alike; each failure is ``error`` of a message naming ``what`` and the path."""
+    where = f"{what} {path}" if what else str(path)
     try:
         data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise error(f"{where}: not found") from None
     except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"tokenizer {path}: cannot be read as JSON ({exc})") from None
+        raise error(f"{where}: cannot be read as JSON ({exc})") from None
     if not isinstance(data, dict):
-        raise ModelLoadError(f"tokenizer {path}: not a JSON object")
+        raise error(f"{where}: not a JSON object")
     return data

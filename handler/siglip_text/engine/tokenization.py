@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from tokenizers import Encoding, Tokenizer
@@ -37,10 +38,18 @@ from .errors import FOREIGN_TOKEN_IDS_HINT, InvalidInputError, ModelLoadError
 PAD_TOKEN = "<pad>"
 EOS_TOKEN = "<eos>"
 
-#: Texts up to this many characters per token slot are tokenized whole; longer ones through
-#: a prefix window that starts at this size and doubles (see `_content_long`). Prose
-#: runs about 4 characters per token, so most texts that fill 64 tokens fit the first window.
-WINDOW_CHARS_PER_TOKEN = 4
+#: Texts up to this many UTF-8 bytes per token slot are tokenized whole; longer ones through
+#: a prefix window of that many bytes that doubles until the kept tokens settle (see
+#: `_content`). Bytes, not characters, bound the work: with byte fallback a character
+#: becomes up to 4 tokens (an emoji, a rare CJK character), so a window in characters
+#: would let 4 x that many tokens through. Prose, CJK and emoji run 3 to 5 bytes per token,
+#: so most texts that fill 64 tokens settle between the first window and its double.
+WINDOW_BYTES_PER_TOKEN = 8
+#: The most UTF-8 bytes of text one tokenizer call takes: a request's texts are tokenized
+#: in slices of this size, and only each text's kept ids (and offsets) outlive a slice, so
+#: the tokenizer's own objects (about 100 bytes per token, and 17 per byte for the
+#: normalizer's alignments) stay a few MiB whatever the request.
+SLICE_BYTES = 64 * 1024
 #: The longest text `SiglipTokenizer.count_tokens` counts whole (tokenizing it takes a few
 #: milliseconds; a 6 MB text, seconds).
 COUNT_CHARS = 65_536
@@ -59,7 +68,7 @@ class TokenBatch:
         return sum(self.lengths)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Token:
     """One token the model is fed, as text-embeddings-inference's ``/tokenize`` shows it:
     ``text`` is the input's characters ``start:stop`` (the original text, before
@@ -107,7 +116,7 @@ class SiglipTokenizer:
         # The id range: the file's own count, unless export removed entries no text can
         # produce (the manifest's tokenizer_merges.token_ids), which token-id inputs may use.
         self.vocab_size = entries if token_ids is None else token_ids
-        self._window = max_length * WINDOW_CHARS_PER_TOKEN
+        self._window = max_length * WINDOW_BYTES_PER_TOKEN
 
     @classmethod
     def from_file(
@@ -123,26 +132,22 @@ class SiglipTokenizer:
 
     def encode_texts(self, texts: Sequence[str]) -> TokenBatch:
         """Tokenize texts: normalize, drop nothing, truncate to L-1, append EOS, pad to L."""
-        limit = self.max_length - 1
         rows: list[list[int]] = []
         cut: list[bool] = []
-        for encoding in self._content(texts):
-            rows.append(encoding.ids[:limit] + [self.eos_id])
-            cut.append(len(encoding.ids) > limit)
+        for content in self._content(texts):
+            rows.append(content.ids + [self.eos_id])
+            cut.append(content.cut)
         return self._pack(rows, cut)
 
     def tokens(self, texts: Sequence[str], *, add_special_tokens: bool = True) -> list[list[Token]]:
         """What the model is fed for each text, as token objects: the first L-1 content
         tokens, then ``<eos>`` unless ``add_special_tokens`` is False (the pads after it
         are not listed)."""
-        limit = self.max_length - 1
         result: list[list[Token]] = []
-        for text, encoding in zip(texts, self._content(texts), strict=True):
+        for text, content in zip(texts, self._content(texts, offsets=True), strict=True):
             row = [
                 Token(id=i, text=text[start:stop], special=False, start=start, stop=stop)
-                for i, (start, stop) in zip(
-                    encoding.ids[:limit], encoding.offsets[:limit], strict=True
-                )
+                for i, (start, stop) in zip(content.ids, content.offsets, strict=True)
             ]
             if add_special_tokens:
                 row.append(
@@ -157,12 +162,11 @@ class SiglipTokenizer:
         only (a lower bound), so that a refusal costs no more than a request."""
         exact = len(text) <= COUNT_CHARS
         (encoding,) = self._encode_many([text if exact else text[:COUNT_CHARS]], first_index=[0])
-        return len(encoding.ids) + 1, exact
+        return len(encoding) + 1, exact  # len: no list of every id
 
     def content_ids(self, text: str) -> list[int]:
         """The content ids the model is fed for ``text`` (the first L-1, no ``<eos>``)."""
-        ids: list[int] = self._content([text])[0].ids[: self.max_length - 1]
-        return ids
+        return self._content([text])[0].ids
 
     def token_id(self, token: str) -> int | None:
         """The id of ``token`` in the vocabulary, or None."""
@@ -180,42 +184,82 @@ class SiglipTokenizer:
         value = getattr(self._tokenizer.model, "dropout", None)
         return float(value) if isinstance(value, int | float) else None
 
-    def _content(self, texts: Sequence[str]) -> list[Encoding]:
-        """Each text's content encoding (no special tokens), whole or from a prefix long
-        enough that its first L-1 tokens are those of the whole text."""
-        content: list[Encoding | None] = [None] * len(texts)
-        short = [i for i, t in enumerate(texts) if len(t) <= self._window]
-        if short:
-            encodings = self._encode_many([texts[i] for i in short], first_index=short)
-            for i, encoding in zip(short, encodings, strict=True):
-                content[i] = encoding
-        long = [i for i, t in enumerate(texts) if len(t) > self._window]
-        for i, encoding in self._content_long(texts, long).items():
-            content[i] = encoding
-        found: list[Encoding] = []
-        for item in content:
-            assert item is not None  # every index was either short or long
-            found.append(item)
-        return found
+    def _content(self, texts: Sequence[str], *, offsets: bool = False) -> list[_Content]:
+        """Each text's kept content tokens (the first L-1, no special tokens), at the cost of
+        a prefix, not of the whole text, and of a slice of the request at a time.
+
+        A text longer than the window is tokenized through a prefix of that many UTF-8
+        bytes; its kept ids are taken once doubling the prefix no longer changes them: BPE
+        merges are local, so text far past the cut cannot alter them. A prefix that ends
+        with more tokens than are kept, and agrees with its double, proves the text longer
+        than the cut (`_Content.cut`), so a 1 MB string costs about as much as a 1 KB one.
+        All texts of a request advance together, window by window, in slices of
+        `SLICE_BYTES`: only the kept ids outlive a slice.
+        """
+        for i, text in enumerate(texts):
+            # Invalid Unicode is refused wherever it stands, past the window too; the check
+            # runs at memory speed, unlike tokenization.
+            _require_valid_unicode(text, i)
+        done: list[_Content | None] = [None] * len(texts)
+        held: dict[int, _Content] = {}  # a text's prefix at the last size, when it was full
+        pending = list(range(len(texts)))
+        size = self._window
+        while pending:
+            unsettled: list[int] = []
+            step = max(1, SLICE_BYTES // size)
+            for first in range(0, len(pending), step):
+                indices = pending[first : first + step]
+                pieces = [_prefix(texts[i], size) for i in indices]
+                found = self._kept(pieces, indices, offsets=offsets)
+                for i, piece, content in zip(indices, pieces, found, strict=True):
+                    before = held.pop(i, None)
+                    if len(piece) == len(texts[i]):
+                        done[i] = content
+                    elif before is not None and before.ids == content.ids:
+                        done[i] = before
+                    else:
+                        if content.cut:
+                            held[i] = content
+                        unsettled.append(i)
+            pending = unsettled
+            size *= 2
+        kept: list[_Content] = []
+        for item in done:
+            assert item is not None  # every text settles: its whole text at the latest
+            kept.append(item)
+        return kept
+
+    def _kept(self, pieces: list[str], indices: list[int], *, offsets: bool) -> list[_Content]:
+        """The kept tokens of each piece, the tokenizer's objects dropped at once."""
+        limit = self.max_length - 1
+        return [
+            _Content(
+                ids=encoding.ids[:limit],
+                offsets=encoding.offsets[:limit] if offsets else [],
+                cut=len(encoding) > limit,
+            )
+            for encoding in self._encode_many(pieces, first_index=indices)
+        ]
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of ``ids``, special tokens spelled out (for messages about mismatches)."""
         return str(self._tokenizer.decode(list(ids), skip_special_tokens=False))
 
     def encode_token_ids(self, sequences: Sequence[Sequence[int]]) -> TokenBatch:
-        """Take token ids as given (no EOS added), truncate to L, pad with <pad>."""
+        """Take token ids as given (no EOS added), truncate to L, pad with <pad>. Every id
+        is range-checked, past the cut too: an id outside the vocabulary means ids of
+        another tokenizer, wherever it stands."""
         rows: list[list[int]] = []
         cut = [len(seq) > self.max_length for seq in sequences]
         for i, seq in enumerate(sequences):
-            ids = list(seq[: self.max_length])
-            for value in ids:
-                if not 0 <= value < self.vocab_size:
-                    raise InvalidInputError(
-                        f"input[{i}] has token id {_short(value)} outside the vocabulary "
-                        f"[0, {self.vocab_size}): {FOREIGN_TOKEN_IDS_HINT}",
-                        param="input",
-                    )
-            rows.append(ids)
+            if seq and (min(seq) < 0 or max(seq) >= self.vocab_size):
+                value = next(v for v in seq if not 0 <= v < self.vocab_size)
+                raise InvalidInputError(
+                    f"input[{i}] has token id {_short(value)} outside the vocabulary "
+                    f"[0, {self.vocab_size}): {FOREIGN_TOKEN_IDS_HINT}",
+                    param="input",
+                )
+            rows.append(list(seq[: self.max_length]))
         return self._pack(rows, cut)
 
     def _pack(self, rows: list[list[int]], cut: list[bool]) -> TokenBatch:
@@ -234,42 +278,26 @@ class SiglipTokenizer:
             raise
         return list(encodings)
 
-    def _content_long(self, texts: Sequence[str], indices: list[int]) -> dict[int, Encoding]:
-        """Content encodings of long texts, at the cost of a prefix, not of the whole text.
 
-        The ids kept (the first L-1) are taken from a prefix once doubling the prefix no
-        longer changes them: BPE merges are local, so text far past the cut cannot alter
-        them. A 1 MB string thus costs about as much as a 1 KB one. All long texts of a
-        request advance together, one batched tokenizer call per step.
-        """
-        limit = self.max_length - 1
-        for i in indices:
-            # Invalid Unicode is refused wherever it stands, as it is in short texts; the
-            # check runs at memory speed, unlike tokenization.
-            _require_valid_unicode(texts[i], i)
-        done: dict[int, Encoding] = {}
-        pending = list(indices)
-        size = self._window
-        while pending:
-            whole = [i for i in pending if len(texts[i]) <= size]
-            for i, encoding in zip(whole, self._batch(texts, whole, None), strict=True):
-                done[i] = encoding
-            cut = [i for i in pending if len(texts[i]) > size]
-            heads = dict(zip(cut, self._batch(texts, cut, size), strict=True))
-            full = [i for i in cut if len(heads[i].ids) > limit]
-            wider = dict(zip(full, self._batch(texts, full, 2 * size), strict=True))
-            for i in full:
-                if wider[i].ids[:limit] == heads[i].ids[:limit]:
-                    done[i] = heads[i]
-            pending = [i for i in cut if i not in done]
-            size *= 2
-        return done
+class _Content(NamedTuple):
+    """A text's kept content tokens: the first L-1 ids, their character offsets (when
+    asked for), and whether the text has more tokens than that (it was cut)."""
 
-    def _batch(self, texts: Sequence[str], indices: list[int], size: int | None) -> list[Encoding]:
-        if not indices:
-            return []
-        pieces = [texts[i] if size is None else texts[i][:size] for i in indices]
-        return self._encode_many(pieces, first_index=indices)
+    ids: list[int]
+    offsets: list[tuple[int, int]]
+    cut: bool
+
+
+def _prefix(text: str, size: int) -> str:
+    """The longest prefix of ``text`` of at most ``size`` UTF-8 bytes (whole characters)."""
+    if len(text) * 4 <= size:
+        return text  # a character is at most 4 bytes
+    piece = text[:size]  # at least ``size`` bytes, unless it is the whole text
+    raw = piece.encode("utf-8")
+    if len(raw) <= size:
+        return piece
+    # The cut may fall inside a character: its leading bytes are dropped.
+    return raw[:size].decode("utf-8", "ignore")
 
 
 def _require_valid_unicode(text: str, index: int) -> None:

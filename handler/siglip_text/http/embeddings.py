@@ -47,7 +47,7 @@ INPUT_SHAPE_MESSAGE = (
     "(integers), or an array of arrays of token ids"
 )
 #: Values a request may hold beyond its inputs and token ids: its fields, its containers.
-ITEMS_SLACK = 64
+EMBEDDINGS_ITEMS_SLACK = 64
 
 #: What to do instead, for fields other servers define (vLLM, Infinity, Cohere-style clients):
 #: each changes the answer there, so silently ignoring it would answer another question.
@@ -107,7 +107,7 @@ def embed_body(
 def items_limit(max_inputs: int) -> int:
     """The most values (`schemas.json_items`) a request with ``max_inputs`` inputs may hold:
     its texts or token ids, one array per input, and a few fields."""
-    return MAX_TOKEN_IDS_PER_REQUEST + 2 * max_inputs + ITEMS_SLACK
+    return MAX_TOKEN_IDS_PER_REQUEST + 2 * max_inputs + EMBEDDINGS_ITEMS_SLACK
 
 
 def parse_request(body: bytes, *, max_inputs: int | None = None) -> OpenAICompatEmbeddingRequest:

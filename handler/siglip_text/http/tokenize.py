@@ -26,8 +26,10 @@ from .response_size import PROXY_ENVELOPE_BYTES
 from .schemas import TokenizeRequest, json_items_at_most, json_value
 
 INPUTS_SHAPE_MESSAGE = "'inputs' must be a string or an array of strings"
-#: Values a request may hold beyond its texts: its fields and the array.
-ITEMS_SLACK = 16
+#: Values a ``/tokenize`` request may hold beyond its texts: its fields and the array (the
+#: embeddings request, whose inputs may be arrays of ids, has its own,
+#: `embeddings.EMBEDDINGS_ITEMS_SLACK`).
+TOKENIZE_ITEMS_SLACK = 16
 #: What to do instead, for text-embeddings-inference's own field this server does not define.
 FIELD_ADVICE = {
     "prompt_name": "this model has no named prompts: put any prefix in the text itself",
@@ -47,9 +49,9 @@ def parse_tokenize_request(body: bytes, *, max_inputs: int) -> tuple[list[str], 
     """The texts and ``add_special_tokens`` of a ``/tokenize`` body; every failure is a 400
     (413 for too many inputs) that does not echo the input. As for embeddings, the body's
     values are counted before it is parsed, so memory is bounded by the inputs allowed."""
-    if not json_items_at_most(body, max_inputs + ITEMS_SLACK):
+    if not json_items_at_most(body, max_inputs + TOKENIZE_ITEMS_SLACK):
         raise TooManyInputsError(
-            f"the request holds more than {max_inputs + ITEMS_SLACK:,} values; at most "
+            f"the request holds more than {max_inputs + TOKENIZE_ITEMS_SLACK:,} values; at most "
             f"{max_inputs} inputs are accepted per request: split it",
             param="inputs",
         )
@@ -82,15 +84,9 @@ def parse_tokenize_request(body: bytes, *, max_inputs: int) -> tuple[list[str], 
 def tokenize_response(tokens: list[list[Token]], *, limit: int | None) -> bytes:
     """The ``TokenizeResponse`` body: one list of token objects per input. Over ``limit``
     bytes (the frontend's response limit, Lambda's 6 MB) it is a 413: split the request."""
-    body = orjson.dumps(
-        [
-            [
-                {"id": t.id, "text": t.text, "special": t.special, "start": t.start, "stop": t.stop}
-                for t in row
-            ]
-            for row in tokens
-        ]
-    )
+    # orjson writes a dataclass as an object of its fields in order (id, text, special,
+    # start, stop), with no dict per token in between.
+    body = orjson.dumps(tokens)
     if limit is None:
         return body
     # As Lambda's proxy response carries it: a JSON string, non-ASCII escaped, in an envelope.

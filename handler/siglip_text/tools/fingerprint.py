@@ -29,12 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..engine.bundle import CONTRACT_FORMAT, REVISION_PATTERN, Contract, Lowercase
+from ..engine.bundle import REVISION_PATTERN, Contract, Lowercase
 from ..engine.fingerprint import (
     LowercaseMode,
     canonical_json,
     detect_lowercase,
     fingerprint,
+    read_json_object,
     sha256_digest,
     tokenizer_digest,
 )
@@ -121,7 +122,9 @@ def checkpoint_contract(
             f"{directory}: the text tower has {positions} positions, fewer than the contract's "
             f"{length}"
         )
-    served = served_tokenizer_data(_read_json(directory / "tokenizer.json"), lowercase)
+    served = served_tokenizer_data(
+        read_json_object(directory / "tokenizer.json", ToolError), lowercase
+    )
     pad_id, eos_id = _token_id(served, "<pad>"), _token_id(served, "<eos>")
     if pad_id is None or eos_id is None:
         raise ToolError(f"{directory}/tokenizer.json: no <pad> or no <eos> token")
@@ -129,23 +132,14 @@ def checkpoint_contract(
         tokenizer_value = tokenizer_digest(served)
     except (KeyError, TypeError, ValueError) as exc:
         raise ToolError(f"{directory}/tokenizer.json: its form cannot be read ({exc})") from None
-    return Contract(
-        format=CONTRACT_FORMAT,
+    return Contract.siglip2(
         repository=repository,
         revision=revision.lower(),
         tokenizer=tokenizer_value,
         lowercase=_lowercase_mode(served),
-        special_token_strings="text",
-        bos="none",
-        eos="sticky",
         eos_id=eos_id,
-        padding="right",
         pad_id=pad_id,
         length=length,
-        attention_mask="none",
-        pooling="last-position",
-        head="linear",
-        normalization="l2",
         dimension=int(head[0]),
         weights=weights_digest(tensors),
         weights_of="checkpoint-text-tower",
@@ -216,7 +210,7 @@ def _all_tensors(directory: Path) -> Iterator[tuple[str, TensorRecord]]:
     if (directory / SINGLE_FILE).is_file():
         files = [directory / SINGLE_FILE]
     elif (directory / INDEX_FILE).is_file():
-        weight_map = _read_json(directory / INDEX_FILE).get("weight_map")
+        weight_map = read_json_object(directory / INDEX_FILE, ToolError).get("weight_map")
         if not isinstance(weight_map, dict):
             raise ToolError(f"{directory / INDEX_FILE}: no weight_map")
         files = [directory / name for name in sorted(set(map(str, weight_map.values())))]
@@ -261,7 +255,7 @@ def _tensor_sha256(tensor: TensorRecord) -> str:
 
 
 def _model_type(directory: Path) -> str:
-    config = _read_json(directory / "config.json")
+    config = read_json_object(directory / "config.json", ToolError)
     model_type = config.get("model_type")
     if model_type not in FULL_MODEL_TYPES + TEXT_MODEL_TYPES:
         raise ToolError(
@@ -300,18 +294,6 @@ def _lowercase_mode(data: dict[str, Any]) -> LowercaseMode:
         raise ToolError(f"tokenizer.json: its normalizer cannot be loaded ({exc})") from None
     assert normalizer is not None
     return detect_lowercase(normalizer.normalize_str)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise ToolError(f"{path}: not found") from None
-    except (OSError, ValueError) as exc:
-        raise ToolError(f"{path}: cannot be read as JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ToolError(f"{path}: not a JSON object")
-    return data
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
