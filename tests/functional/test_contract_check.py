@@ -294,7 +294,7 @@ def test_a_manifest_whose_contract_was_edited_is_refused(
 
 
 def load_manifest_from(data: dict[str, Any]) -> Any:
-    from siglip_text.engine.bundle import Contract
+    from siglip_text.engine.contract import Contract
 
     return Contract.model_validate(data["contract"])
 

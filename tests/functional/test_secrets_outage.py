@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from siglip_text.engine.service import EmbeddingService
-from siglip_text.http.auth import ApiKeyAuthenticator, default_provider
+from siglip_text.http.auth import ApiKeyAuthenticator
 from siglip_text.http.errors import KeysUnavailableError
+from siglip_text.http.key_secret import default_provider
 
 from tests.support.aws_lambda import LambdaContext, built_lambda, load_event
 from tests.support.keyed_apps import Clock, keyed_app

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from siglip_text.http.auth import SecretFormatError, bearer_token, parse_keys
+from siglip_text.http.auth import bearer_token
 from siglip_text.http.errors import AuthenticationError
+from siglip_text.http.key_secret import SecretFormatError, parse_keys
 
 KEY = "sk-0123456789abcdef-new"
 OLD = "sk-0123456789abcdef-old"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from siglip_text.engine.bundle import Contract
+from siglip_text.engine.contract import Contract
 from siglip_text.engine.fingerprint import (
     canonical_json,
     detect_lowercase,

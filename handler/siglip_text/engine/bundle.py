@@ -15,7 +15,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import (
     AliasChoices,
@@ -29,13 +29,12 @@ from pydantic import (
     model_serializer,
 )
 
+from .contract import REVISION_PATTERN, Contract, Digest
 from .errors import ModelLoadError
 
 MANIFEST_FILE = "manifest.json"
 ONNX_FILE = "text_model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
-
-REVISION_PATTERN = r"^[0-9a-fA-F]{40}$"
 
 #: The ONNX Runtime optimization level export applies once, offline (tools/export/ort_optimize.py).
 #: "extended" is portable across CPUs ("all" adds layout transforms that tie a saved graph to
@@ -262,92 +261,6 @@ class Libraries(_Record):
     tokenizers: str | None = None
     numpy: str | None = None
     python: str | None = None
-
-
-#: How a contract fingerprint is written: ``sha256:`` and 64 lowercase hex digits.
-FINGERPRINT_PATTERN = r"^sha256:[0-9a-f]{64}$"
-#: The contract document's format (engine/fingerprint.py); a new format is a new name.
-ContractFormat = Literal["siglip-text-contract/1"]
-CONTRACT_FORMAT: ContractFormat = "siglip-text-contract/1"
-WeightsOf = Literal["checkpoint-text-tower", "onnx-files"]
-#: The lowercasing a contract records: "other" for a normalizer that lowercases otherwise.
-ContractLowercase = Literal["unicode", "ascii", "none", "other"]
-
-Digest = Annotated[str, Field(pattern=FINGERPRINT_PATTERN)]
-
-
-class Contract(_Record):
-    """Everything that makes a text vector compatible with an index: the document whose
-    canonical JSON the fingerprint is the SHA-256 of (engine/fingerprint.py; docs/contract.md
-    gives every field and the serialization). The same for every precision of one checkpoint:
-    nothing in it depends on how the graph was written.
-
-    ``tokenizer`` is the digest of the tokenizer as served (its normalizer with the
-    lowercasing, pre-tokenizer, model and added tokens); ``weights`` the digest of what
-    ``weights_of`` names: the checkpoint's text tower as the checkpoint stores it, or, for a
-    bundle that records no checkpoint, the ONNX files it serves.
-    """
-
-    format: ContractFormat
-    repository: str = Field(min_length=1)
-    revision: str = Field(pattern=REVISION_PATTERN)
-    tokenizer: Digest
-    lowercase: ContractLowercase
-    special_token_strings: Literal["text"]
-    bos: Literal["none"]
-    eos: Literal["sticky"]
-    eos_id: StrictInt = Field(ge=0)
-    padding: Literal["right"]
-    pad_id: StrictInt = Field(ge=0)
-    length: StrictInt = Field(gt=1)
-    attention_mask: Literal["none"]
-    pooling: Literal["last-position"]
-    head: Literal["linear"]
-    normalization: Literal["l2"]
-    dimension: StrictInt = Field(gt=0)
-    weights: Digest
-    weights_of: WeightsOf
-
-    @classmethod
-    def siglip2(
-        cls,
-        *,
-        repository: str,
-        revision: str,
-        tokenizer: str,
-        lowercase: ContractLowercase,
-        eos_id: int,
-        pad_id: int,
-        length: int,
-        dimension: int,
-        weights: str,
-        weights_of: WeightsOf,
-    ) -> Contract:
-        """The contract of a SigLIP 2 text tower: what a bundle or a checkpoint gives, with
-        the rules every SigLIP 2 vector is made by, written here only. The fields stay
-        required when a contract is read (a manifest's record): a record that leaves one
-        out is refused, not completed."""
-        return cls(
-            format=CONTRACT_FORMAT,
-            repository=repository,
-            revision=revision,
-            tokenizer=tokenizer,
-            lowercase=lowercase,
-            special_token_strings="text",
-            bos="none",
-            eos="sticky",
-            eos_id=eos_id,
-            padding="right",
-            pad_id=pad_id,
-            length=length,
-            attention_mask="none",
-            pooling="last-position",
-            head="linear",
-            normalization="l2",
-            dimension=dimension,
-            weights=weights,
-            weights_of=weights_of,
-        )
 
 
 class Manifest(BaseModel):

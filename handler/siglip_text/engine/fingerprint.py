@@ -32,7 +32,8 @@ from operator import itemgetter, methodcaller
 from pathlib import Path
 from typing import Any, Literal
 
-from .bundle import BundlePaths, Contract, Manifest, WeightsOf, sha256_file
+from .bundle import BundlePaths, Manifest, sha256_file
+from .contract import Contract, WeightsOf
 from .errors import ModelLoadError
 from .tokenization import EOS_TOKEN, PAD_TOKEN, SiglipTokenizer
 

@@ -1,15 +1,7 @@
 """API keys (auth mode ``api-key``): ``Authorization: Bearer <key>``, keys in Secrets Manager.
 
-The secret (``SIGLIP_API_KEY_SECRET_ARN``) holds the valid keys as its ``SecretString``, in
-one of two forms:
-
-- a plain string: the one valid key (what ``template.yaml`` generates);
-- a JSON object ``{"keys": ["<new key>", "<old key>"]}``: every listed key is valid, so a
-  rotation can keep the old key working while clients move to the new one.
-
-Keys are at least 16 characters. The secret is read one way only: `read_keys`, with
-Powertools Parameters (``SecretsProvider``, the provider behind ``parameters.get_secret``). It
-is read first at init, so a missing secret or permission fails the start, then again ahead of
+The secret (``SIGLIP_API_KEY_SECRET_ARN``, its forms and its one read: `key_secret`) is read
+first at init, so a missing secret or permission fails the start, then again ahead of
 expiry: once the keys held are ``SIGLIP_API_KEY_CACHE_SECONDS`` old, or `REFRESH_LEAD_SECONDS`
 (the longest one read takes) before they reach ``SIGLIP_API_KEY_MAX_STALENESS_SECONDS``,
 whichever comes first (`ApiKeyAuthenticator.refresh_age`): so a staleness limit equal to the
@@ -43,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import math
 import secrets
@@ -56,20 +47,23 @@ from typing import TYPE_CHECKING
 from ..engine.config import ENV_PREFIX, Settings
 from ..engine.errors import ConfigError
 from .errors import AuthenticationError, KeysUnavailableError
+from .key_secret import (
+    CONNECT_TIMEOUT_SECONDS,
+    READ_TIMEOUT_SECONDS,
+    default_provider,
+    describe,
+    read_keys,
+)
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
 logger = logging.getLogger("siglip_text.http.auth")
 
-MIN_KEY_LENGTH = 16
 MISSING_KEY_MESSAGE = (
     "You didn't provide an API key. Send it in the header 'Authorization: Bearer <key>'."
 )
 WRONG_KEY_MESSAGE = "Incorrect API key provided."
-#: `default_provider`'s bounds on one read of the secret (one attempt, no retry).
-CONNECT_TIMEOUT_SECONDS = 2.0
-READ_TIMEOUT_SECONDS = 3.0
 #: How long before the keys held go stale a read starts at the latest: the longest one read
 #: takes, so that while Secrets Manager answers the keys never go stale.
 REFRESH_LEAD_SECONDS = CONNECT_TIMEOUT_SECONDS + READ_TIMEOUT_SECONDS
@@ -79,32 +73,6 @@ KEEP_FRESH_POLL_SECONDS = 0.5
 #: consecutive failure up to `RETRY_MAX_SECONDS` (and never past the cache period).
 RETRY_BASE_SECONDS = 5
 RETRY_MAX_SECONDS = 60
-
-
-class SecretFormatError(ValueError):
-    """Raised when the secret's content is not a key or a ``{"keys": [...]}`` object."""
-
-
-def parse_keys(secret: str | bytes) -> tuple[str, ...]:
-    """The valid keys held in a secret value (a plain key, or ``{"keys": [...]}``)."""
-    text = secret.decode("utf-8") if isinstance(secret, bytes) else secret
-    text = text.strip()
-    if text.startswith("{"):
-        try:
-            document = json.loads(text)
-        except ValueError:
-            raise SecretFormatError("the secret starts with '{' but is not valid JSON") from None
-        keys = document.get("keys") if isinstance(document, dict) else None
-        if not isinstance(keys, list) or not keys:
-            raise SecretFormatError('a JSON secret must be {"keys": ["<key>", ...]}, non-empty')
-        if not all(isinstance(key, str) for key in keys):
-            raise SecretFormatError('every entry of "keys" must be a string')
-        found = tuple(key.strip() for key in keys)
-    else:
-        found = (text,)
-    if any(len(key) < MIN_KEY_LENGTH for key in found):
-        raise SecretFormatError(f"every key must be at least {MIN_KEY_LENGTH} characters")
-    return found
 
 
 def bearer_token(authorization: str | None) -> str:
@@ -185,7 +153,7 @@ class ApiKeyAuthenticator:
         except Exception as exc:
             raise ConfigError(
                 f"{ENV_PREFIX}API_KEY_SECRET_ARN: the API key secret cannot be used: "
-                f"{_describe(exc)}"
+                f"{describe(exc)}"
             ) from None
         return len(self._digests)
 
@@ -200,7 +168,7 @@ class ApiKeyAuthenticator:
         except Exception as exc:
             raise ConfigError(
                 f"{ENV_PREFIX}API_KEY_SECRET_ARN: the API key secret cannot be described: "
-                f"{_describe(exc)}"
+                f"{describe(exc)}"
             ) from None
         if described.get("DeletedDate") is not None:
             raise ConfigError(
@@ -318,7 +286,7 @@ class ApiKeyAuthenticator:
             (logger.warning if fresh else logger.error)(
                 message,
                 extra={
-                    "error": _describe(exc),
+                    "error": describe(exc),
                     "consecutive_failures": failures,
                     "next_attempt_s": round(wait, 1),
                 },
@@ -412,36 +380,6 @@ def retry_delay(failures: int, cache_seconds: float) -> float:
     return float(min(delay, RETRY_MAX_SECONDS, max(cache_seconds, RETRY_BASE_SECONDS)))
 
 
-def read_keys(secret_id: str, *, provider: SecretsProvider | None = None) -> tuple[str, ...]:
-    """The valid keys the secret holds now: one ``GetSecretValue`` through Powertools' provider
-    (`default_provider` unless given), never its cache (the caller decides when to read).
-    The one way this project reads the key secret."""
-    if provider is None:
-        provider = default_provider()
-    raw = provider.get(secret_id, force_fetch=True)
-    if not isinstance(raw, str | bytes):
-        raise SecretFormatError("the secret value must be a string")
-    return parse_keys(raw)
-
-
-def default_provider(
-    *,
-    connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
-    read_timeout: float = READ_TIMEOUT_SECONDS,
-) -> SecretsProvider:
-    """A Secrets Manager provider whose one read takes at most the two timeouts: one attempt
-    per read, no retry (the authenticator schedules the next attempt itself)."""
-    from aws_lambda_powertools.utilities.parameters import SecretsProvider
-    from botocore.config import Config
-
-    config = Config(
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
-        retries={"total_max_attempts": 1, "mode": "standard"},
-    )
-    return SecretsProvider(boto_config=config)
-
-
 def build_authenticator(
     settings: Settings,
     *,
@@ -483,11 +421,3 @@ def build_authenticator(
     if background if keep_fresh is None else keep_fresh:
         authenticator.keep_fresh()
     return authenticator
-
-
-def _describe(exc: BaseException) -> str:
-    """What went wrong, without the secret's content: SecretFormatError texts never quote it,
-    and botocore errors name the operation and the secret id only."""
-    if isinstance(exc, SecretFormatError):
-        return str(exc)
-    return f"{type(exc).__name__}: {str(exc)[:300]}"

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..engine.bundle import REVISION_PATTERN, Contract, Lowercase
+from ..engine.bundle import Lowercase
+from ..engine.contract import REVISION_PATTERN, Contract
 from ..engine.fingerprint import (
     LowercaseMode,
     canonical_json,

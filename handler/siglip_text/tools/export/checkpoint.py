@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ...engine.bundle import REVISION_PATTERN, Lowercase
+from ...engine.bundle import Lowercase
+from ...engine.contract import REVISION_PATTERN
 from ..errors import ToolError
 from ..lowercase import lower_text
 
