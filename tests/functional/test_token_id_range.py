@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from siglip_text.engine.service import EmbeddingService
 
-from tests.support.aws_lambda import LambdaContext, imported_lambda, lambda_answer, load_event
+from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response
 
 
@@ -55,7 +55,7 @@ def test_the_highest_id_past_the_cut_is_embedded(
 
 @pytest.fixture(scope="module")
 def lambda_module(demo_dir: Path) -> Iterator[ModuleType]:
-    with imported_lambda(demo_dir) as module:
+    with built_lambda(demo_dir) as module:
         yield module
 
 
