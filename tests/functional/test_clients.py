@@ -132,10 +132,15 @@ def direct_float(base: str, texts: list[str]) -> np.ndarray:
     return np.array([item["embedding"] for item in response.json()["data"]], dtype=np.float64)
 
 
-def run_python(name: str, base: str) -> tuple[dict[str, Any], str]:
-    """Execute a documented snippet against ``base``; its namespace and what it printed."""
+def run_python(name: str, base: str, texts: str | None = None) -> tuple[dict[str, Any], str]:
+    """Execute a documented snippet against ``base``; its namespace and what it printed.
+    ``texts``, a Python list literal, replaces the one the snippet embeds."""
     block = snippet(name)
     code = block.against(base)
+    if texts is not None:
+        documented = repr(TEXTS).replace("'", '"')
+        assert documented in code, f"{name}: does not embed {documented}"
+        code = code.replace(documented, texts)
     namespace: dict[str, Any] = {"__name__": f"readme_{name.replace('-', '_')}"}
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -243,16 +248,30 @@ def test_langchain_js_default_strips_newlines_and_changes_the_vector(
     assert cosines(got[1:], direct_float(server, ["line one line two"]))[0] >= 0.999999
 
 
-def test_mem0_replaces_newlines_so_the_vector_changes(server: str) -> None:
-    if not _installed("mem0"):
-        pytest.skip("mem0ai is not installed (.ci/run's clients step)")
-    # GIVEN mem0's embedder as docs/clients.md configures it
-    namespace, _ = run_python("mem0", server)
-    # WHEN it embeds a text with a newline
-    got = namespace["embedder"].embed(NEWLINE)
-    # THEN it was sent with a space instead, as the docs warn
-    assert cosines([got], direct_float(server, [NEWLINE]))[0] < 0.9
-    assert cosines([got], direct_float(server, ["line one line two"]))[0] >= 0.999999
+#: the Python clients that replace each newline with a space before sending, as
+#: docs/clients.md warns (none has a setting to stop it)
+REWRITE_NEWLINES = {"llama-index", "llama-index-openai-like", "mem0"}
+
+
+@pytest.mark.parametrize("name", list(PYTHON_CLIENTS))
+def test_python_client_sends_newlines_as_the_docs_say(
+    server: str, name: str, request: pytest.FixtureRequest
+) -> None:
+    if not _installed(PYTHON_CLIENTS[name]):
+        pytest.skip(f"{PYTHON_CLIENTS[name]} is not installed (.ci/run's clients step)")
+    if name == "llm":
+        request.getfixturevalue("llm_plugin")
+    # GIVEN the documented snippet, WHEN it embeds a text with a newline
+    namespace, _ = run_python(name, server, texts=f"[{TEXTS[0]!r}, {NEWLINE!r}]")
+    got = namespace["vectors"][1:]
+    as_sent = direct_float(server, [NEWLINE])
+    if name in REWRITE_NEWLINES:
+        # THEN a client that rewrites the text gets another text's vector: the docs warn
+        assert cosines(got, as_sent)[0] < 0.9
+        assert cosines(got, direct_float(server, ["line one line two"]))[0] >= 0.999999
+    else:
+        # THEN any other gets the text's own vector
+        assert cosines(got, as_sent)[0] >= 0.999999
 
 
 def test_mem0_common_1536_dims_get_a_400_naming_the_model_width(server: str) -> None:
