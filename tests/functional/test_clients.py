@@ -58,6 +58,9 @@ PYTHON_CLIENTS = {
     "llm": "llm",
     "mem0": "mem0",
 }
+#: where a Python client comes from: the clients extra, or .ci/run for the heavy ones
+EXTRA = "pip install -e '.[clients]'"
+INSTALLED_BY = {name: ".ci/run's clients step" for name in ("pymilvus", "semantic-router", "mem0")}
 #: Node snippet -> the npm packages it needs (.ci/run installs them into .ci/node)
 NODE_CLIENTS = {
     "node-openai": ["openai"],
@@ -171,7 +174,7 @@ def test_python_client_snippet_gives_the_direct_float_vectors(
     server: str, name: str, request: pytest.FixtureRequest
 ) -> None:
     if not _installed(PYTHON_CLIENTS[name]):
-        pytest.skip(f"{PYTHON_CLIENTS[name]} is not installed (.ci/run's clients step)")
+        pytest.skip(f"{PYTHON_CLIENTS[name]} is not installed ({INSTALLED_BY.get(name, EXTRA)})")
     if name == "llm":
         request.getfixturevalue("llm_plugin")
     # GIVEN the documented snippet for this client, pointed at a live demo server
@@ -258,7 +261,7 @@ def test_python_client_sends_newlines_as_the_docs_say(
     server: str, name: str, request: pytest.FixtureRequest
 ) -> None:
     if not _installed(PYTHON_CLIENTS[name]):
-        pytest.skip(f"{PYTHON_CLIENTS[name]} is not installed (.ci/run's clients step)")
+        pytest.skip(f"{PYTHON_CLIENTS[name]} is not installed ({INSTALLED_BY.get(name, EXTRA)})")
     if name == "llm":
         request.getfixturevalue("llm_plugin")
     # GIVEN the documented snippet, WHEN it embeds a text with a newline
