@@ -151,6 +151,15 @@ def run_python(name: str, base: str, texts: str | None = None) -> tuple[dict[str
     return namespace, printed.getvalue()
 
 
+def needs_python_client(name: str, request: pytest.FixtureRequest) -> None:
+    """Skip, naming where it comes from, unless the client of snippet ``name`` is installed;
+    for llm, register the plugin the docs ship."""
+    if not _installed(PYTHON_CLIENTS[name]):
+        pytest.skip(f"{PYTHON_CLIENTS[name]} is not installed ({INSTALLED_BY.get(name, EXTRA)})")
+    if name == "llm":
+        request.getfixturevalue("llm_plugin")
+
+
 def cosines(got: Any, expected: np.ndarray) -> np.ndarray:
     vectors = np.asarray(got, dtype=np.float64)
     assert vectors.shape == expected.shape
@@ -173,10 +182,7 @@ def test_every_snippet_in_the_docs_has_a_test() -> None:
 def test_python_client_snippet_gives_the_direct_float_vectors(
     server: str, name: str, request: pytest.FixtureRequest
 ) -> None:
-    if not _installed(PYTHON_CLIENTS[name]):
-        pytest.skip(f"{PYTHON_CLIENTS[name]} is not installed ({INSTALLED_BY.get(name, EXTRA)})")
-    if name == "llm":
-        request.getfixturevalue("llm_plugin")
+    needs_python_client(name, request)
     # GIVEN the documented snippet for this client, pointed at a live demo server
     expected = direct_float(server, TEXTS)
     # WHEN it runs as written
@@ -260,10 +266,7 @@ REWRITE_NEWLINES = {"llama-index", "llama-index-openai-like", "mem0"}
 def test_python_client_sends_newlines_as_the_docs_say(
     server: str, name: str, request: pytest.FixtureRequest
 ) -> None:
-    if not _installed(PYTHON_CLIENTS[name]):
-        pytest.skip(f"{PYTHON_CLIENTS[name]} is not installed ({INSTALLED_BY.get(name, EXTRA)})")
-    if name == "llm":
-        request.getfixturevalue("llm_plugin")
+    needs_python_client(name, request)
     # GIVEN the documented snippet, WHEN it embeds a text with a newline
     namespace, _ = run_python(name, server, texts=f"[{TEXTS[0]!r}, {NEWLINE!r}]")
     got = namespace["vectors"][1:]
