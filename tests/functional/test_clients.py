@@ -3,10 +3,12 @@ as written against a live `siglip-text serve --demo`.
 
 Each Python snippet is executed (the docs' base URL swapped for the live server's) and
 its ``vectors`` are compared with a direct ``encoding_format="float"`` request for the same
-texts. The clients come from the ``clients`` extra; a missing one skips its test, naming it.
-The Node snippet runs when node and the ``openai`` npm package (installed by .ci/run into
-.ci/node) are present. Nothing leaves the loopback interface: the clients' own network
-habits (litellm's price list, telemetry) are turned off through their documented variables.
+texts. The clients come from the ``clients`` extra (the heavier ones from .ci/run's clients
+step); a missing one skips its test, naming it. The Node snippets run when node and their npm
+packages (installed by .ci/run into .ci/node) are present. A client that gets an error (a 400
+for a field the server refuses) raises it, so its test fails with the server's message. Nothing
+leaves the loopback interface: the clients' own network habits (litellm's price list,
+telemetry) are turned off through their documented variables.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import numpy as np
 import pytest
 
 from tests.support.paths import ROOT
-from tests.support.readme import blocks, output, snippet
+from tests.support.readme import README_BASE_URL, blocks, output, snippet
 from tests.support.servers import demo_server
 
 pytestmark = pytest.mark.slow  # a server subprocess and every client library
@@ -50,7 +52,28 @@ PYTHON_CLIENTS = {
     "litellm": "litellm",
     "haystack": "haystack",
     "chromadb": "chromadb",
+    "pydantic-ai": "pydantic_ai.embeddings.openai",
+    "pymilvus": "pymilvus.model.dense",
+    "semantic-router": "semantic_router.encoders",
+    "llm": "llm",
+    "mem0": "mem0",
 }
+#: where a Python client comes from: the clients extra, or .ci/run for the heavy ones
+EXTRA = "pip install -e '.[clients]'"
+INSTALLED_BY = {name: ".ci/run's clients step" for name in ("pymilvus", "semantic-router", "mem0")}
+#: Node snippet -> the npm packages it needs (.ci/run installs them into .ci/node)
+NODE_CLIENTS = {
+    "node-openai": ["openai"],
+    "node-vercel-ai": ["ai", "@ai-sdk/openai-compatible"],
+    "node-vercel-ai-openai": ["ai", "@ai-sdk/openai"],
+    "node-langchain": ["@langchain/openai"],
+}
+#: The texts a snippet embeds where they are not TEXTS: a newline, which a client that
+#: rewrites the text would lose
+NEWLINE = "line one\nline two"
+SNIPPET_TEXTS = {"node-langchain": ["a red block", NEWLINE]}
+#: the llm plugin docs/clients.md ships (llm install -e docs/examples/llm-siglip-text)
+LLM_PLUGIN = ROOT / "docs" / "examples" / "llm-siglip-text"
 
 
 def _installed(module: str) -> bool:
@@ -61,7 +84,7 @@ def _installed(module: str) -> bool:
 
 
 @pytest.fixture(autouse=True)
-def _clients_stay_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+def _clients_stay_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # litellm fetches its model price list from GitHub at import unless told not to.
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     monkeypatch.setenv("HAYSTACK_TELEMETRY_ENABLED", "False")
@@ -69,6 +92,25 @@ def _clients_stay_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LANGSMITH_TRACING", "false")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.delenv("CHROMA_OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("MEM0_TELEMETRY", "False")
+    monkeypatch.setenv("MEM0_DIR", str(tmp_path / "mem0"))  # not the home directory
+    monkeypatch.setenv("LLM_USER_PATH", str(tmp_path / "llm"))
+    for name in ("SIGLIP_TEXT_BASE_URL", "SIGLIP_TEXT_MODEL", "SIGLIP_TEXT_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def llm_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The shipped llm plugin, registered as `llm install` would (by its entry point)."""
+    import llm.plugins
+
+    monkeypatch.syspath_prepend(str(LLM_PLUGIN))
+    module = importlib.import_module("llm_siglip_text")
+    llm.plugins.pm.register(module, name="siglip_text")
+    try:
+        yield
+    finally:
+        llm.plugins.pm.unregister(module)
 
 
 @pytest.fixture(scope="module")
@@ -93,15 +135,29 @@ def direct_float(base: str, texts: list[str]) -> np.ndarray:
     return np.array([item["embedding"] for item in response.json()["data"]], dtype=np.float64)
 
 
-def run_python(name: str, base: str) -> tuple[dict[str, Any], str]:
-    """Execute a documented snippet against ``base``; its namespace and what it printed."""
+def run_python(name: str, base: str, texts: str | None = None) -> tuple[dict[str, Any], str]:
+    """Execute a documented snippet against ``base``; its namespace and what it printed.
+    ``texts``, a Python list literal, replaces the one the snippet embeds."""
     block = snippet(name)
     code = block.against(base)
+    if texts is not None:
+        documented = repr(TEXTS).replace("'", '"')
+        assert documented in code, f"{name}: does not embed {documented}"
+        code = code.replace(documented, texts)
     namespace: dict[str, Any] = {"__name__": f"readme_{name.replace('-', '_')}"}
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         exec(compile(code, f"{block.source} <!-- snippet: {name} -->", "exec"), namespace)
     return namespace, printed.getvalue()
+
+
+def needs_python_client(name: str, request: pytest.FixtureRequest) -> None:
+    """Skip, naming where it comes from, unless the client of snippet ``name`` is installed;
+    for llm, register the plugin the docs ship."""
+    if not _installed(PYTHON_CLIENTS[name]):
+        pytest.skip(f"{PYTHON_CLIENTS[name]} is not installed ({INSTALLED_BY.get(name, EXTRA)})")
+    if name == "llm":
+        request.getfixturevalue("llm_plugin")
 
 
 def cosines(got: Any, expected: np.ndarray) -> np.ndarray:
@@ -111,20 +167,22 @@ def cosines(got: Any, expected: np.ndarray) -> np.ndarray:
 
 
 def test_every_snippet_in_the_docs_has_a_test() -> None:
-    tested = {*PYTHON_CLIENTS, "node-openai", "rank-captions"}
+    in_readme = {"rank-captions", "set-up-and-test"}  # the latter: .ci/run's first step
+    tested = {*PYTHON_CLIENTS, *NODE_CLIENTS, *in_readme}
     found = blocks("snippet")
     assert set(found) == tested
     assert set(blocks("output")) == {"rank-captions"}
     # the README's demo shows the first example; docs/clients.md holds every client's
     assert {name: block.source for name, block in found.items()} == {
-        name: "README.md" if name == "rank-captions" else "docs/clients.md" for name in tested
+        name: "README.md" if name in in_readme else "docs/clients.md" for name in tested
     }
 
 
 @pytest.mark.parametrize("name", list(PYTHON_CLIENTS))
-def test_python_client_snippet_gives_the_direct_float_vectors(server: str, name: str) -> None:
-    if not _installed(PYTHON_CLIENTS[name]):
-        pytest.skip(f"{PYTHON_CLIENTS[name]} is not installed (pip install -e '.[clients]')")
+def test_python_client_snippet_gives_the_direct_float_vectors(
+    server: str, name: str, request: pytest.FixtureRequest
+) -> None:
+    needs_python_client(name, request)
     # GIVEN the documented snippet for this client, pointed at a live demo server
     expected = direct_float(server, TEXTS)
     # WHEN it runs as written
@@ -144,27 +202,110 @@ def test_llama_index_model_argument_refuses_the_id_as_the_docs_say() -> None:
         OpenAIEmbedding(model=MODEL, api_base="http://127.0.0.1:9/v1", api_key="not-used")
 
 
-def test_node_openai_snippet_gives_the_direct_float_vectors(server: str, tmp_path: Path) -> None:
+def run_node(name: str, base: str, tmp_path: Path, code: str | None = None) -> np.ndarray:
+    """Run a documented Node snippet (or ``code``, a variant of it) against ``base``; its
+    vectors. Skips where node or one of its npm packages is missing."""
     node = shutil.which("node")
     if node is None:
-        pytest.skip("node is not installed (the Node openai SDK is tested where it is)")
-    if not (NODE_MODULES / "openai").is_dir():
-        pytest.skip(f"the openai npm package is not in {NODE_MODULES} (.ci/run installs it)")
-    expected = direct_float(server, TEXTS)
+        pytest.skip("node is not installed (the Node clients are tested where it is)")
+    for package in NODE_CLIENTS[name]:
+        if not (NODE_MODULES / package).is_dir():
+            pytest.skip(f"the {package} npm package is not in {NODE_MODULES} (.ci/run installs it)")
     (tmp_path / "node_modules").symlink_to(NODE_MODULES)
     script = tmp_path / "embed.mjs"
     # The documented code as written, plus one line that hands its vectors to this test.
     script.write_text(
-        snippet("node-openai").against(server) + "console.log(JSON.stringify(vectors));\n"
+        (code or snippet(name).code).replace(README_BASE_URL, base)
+        + "console.log(JSON.stringify(vectors));\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     done = subprocess.run(
         [node, str(script)], capture_output=True, text=True, timeout=60, env=env, check=False
     )
+    # an error from the server (a refused field, say) ends the script: its message is here
     assert done.returncode == 0, done.stderr
     said, vectors = done.stdout.strip().split("\n")
     assert said == "2 vectors of 32"
-    assert cosines(json.loads(vectors), expected).min() >= 0.999999
+    return np.array(json.loads(vectors), dtype=np.float64)
+
+
+@pytest.mark.parametrize("name", list(NODE_CLIENTS))
+def test_node_client_snippet_gives_the_direct_float_vectors(
+    server: str, name: str, tmp_path: Path
+) -> None:
+    texts = SNIPPET_TEXTS.get(name, TEXTS)
+    # GIVEN the documented snippet, pointed at a live demo server; WHEN it runs as written
+    got = run_node(name, server, tmp_path)
+    # THEN its vectors are the ones a direct float request returns for the same texts
+    assert cosines(got, direct_float(server, texts)).min() >= 0.999999
+
+
+# --- clients that rewrite the text ------------------------------------------------------
+
+
+def test_langchain_js_default_strips_newlines_and_changes_the_vector(
+    server: str, tmp_path: Path
+) -> None:
+    # GIVEN the LangChain JS snippet without its stripNewLines: false line (the default)
+    code = snippet("node-langchain").code
+    setting = "  stripNewLines: false, // send the text as it is\n"
+    assert setting in code
+    # WHEN it embeds a text with a newline
+    got = run_node("node-langchain", server, tmp_path, code.replace(setting, ""))
+    # THEN the server embedded another text: the newline became a space
+    assert cosines(got[1:], direct_float(server, [NEWLINE]))[0] < 0.9
+    assert cosines(got[1:], direct_float(server, ["line one line two"]))[0] >= 0.999999
+
+
+#: the Python clients that replace each newline with a space before sending, as
+#: docs/clients.md warns (none has a setting to stop it)
+REWRITE_NEWLINES = {"llama-index", "llama-index-openai-like", "mem0"}
+
+
+@pytest.mark.parametrize("name", list(PYTHON_CLIENTS))
+def test_python_client_sends_newlines_as_the_docs_say(
+    server: str, name: str, request: pytest.FixtureRequest
+) -> None:
+    needs_python_client(name, request)
+    # GIVEN the documented snippet, WHEN it embeds a text with a newline
+    namespace, _ = run_python(name, server, texts=f"[{TEXTS[0]!r}, {NEWLINE!r}]")
+    got = namespace["vectors"][1:]
+    as_sent = direct_float(server, [NEWLINE])
+    if name in REWRITE_NEWLINES:
+        # THEN a client that rewrites the text gets another text's vector: the docs warn
+        assert cosines(got, as_sent)[0] < 0.9
+        assert cosines(got, direct_float(server, ["line one line two"]))[0] >= 0.999999
+    else:
+        # THEN any other gets the text's own vector
+        assert cosines(got, as_sent)[0] >= 0.999999
+
+
+def test_mem0_common_1536_dims_get_a_400_naming_the_model_width(server: str) -> None:
+    if not _installed("mem0"):
+        pytest.skip("mem0ai is not installed (.ci/run's clients step)")
+    import openai
+
+    namespace, _ = run_python("mem0", server)
+    config = {**namespace["config"], "embedding_dims": 1536}
+    embedder = namespace["EmbedderFactory"].create("openai", config, None)
+    with pytest.raises(openai.BadRequestError) as raised:
+        embedder.embed("a red block")
+    error = raised.value.body
+    assert isinstance(error, dict) and error["param"] == "dimensions"
+    assert "32" in error["message"]
+
+
+def test_pymilvus_dim_without_dimensions_raises_as_the_docs_say() -> None:
+    if not _installed("pymilvus.model.dense"):
+        pytest.skip("pymilvus-model is not installed (.ci/run's clients step)")
+    from pymilvus.model.dense import OpenAIEmbeddingFunction
+
+    # port 9: nothing is sent; .dim looks the name up in OpenAI's own table
+    embed = OpenAIEmbeddingFunction(
+        model_name=MODEL, base_url="http://127.0.0.1:9/v1", api_key="not-used"
+    )
+    with pytest.raises(KeyError):
+        _ = embed.dim
 
 
 def test_first_example_ranks_the_paraphrase_first(server: str) -> None:
