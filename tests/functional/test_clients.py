@@ -168,14 +168,22 @@ def cosines(got: Any, expected: np.ndarray) -> np.ndarray:
 
 def test_every_snippet_in_the_docs_has_a_test() -> None:
     in_readme = {"rank-captions", "set-up-and-test"}  # the latter: .ci/run's first step
-    tested = {*PYTHON_CLIENTS, *NODE_CLIENTS, *in_readme}
+    # docs/deploy.md's Logs Insights queries: tests/docs/test_observability_docs.py runs them
+    in_deploy = {
+        "logs-slowest-queries",
+        "logs-slowest-invocations",
+        "logs-refused-requests",
+        "logs-gateway-refusals",
+    }
+    tested = {*PYTHON_CLIENTS, *NODE_CLIENTS, *in_readme, *in_deploy}
     found = blocks("snippet")
     assert set(found) == tested
     assert set(blocks("output")) == {"rank-captions"}
     # the README's demo shows the first example; docs/clients.md holds every client's
-    assert {name: block.source for name, block in found.items()} == {
-        name: "README.md" if name in in_readme else "docs/clients.md" for name in tested
-    }
+    sources = {name: "docs/clients.md" for name in tested}
+    sources.update({name: "README.md" for name in in_readme})
+    sources.update({name: "docs/deploy.md" for name in in_deploy})
+    assert {name: block.source for name, block in found.items()} == sources
 
 
 @pytest.mark.parametrize("name", list(PYTHON_CLIENTS))
