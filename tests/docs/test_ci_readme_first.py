@@ -83,7 +83,8 @@ def test_the_block_runs_in_a_copy_without_siglip_variables(tmp_path: Path) -> No
         pytest.skip("git is not installed (the step copies the files git lists)")
     seen = tmp_path / "seen"
     # GIVEN a README block that records where it runs and what it sees
-    repo = checkout(tmp_path, f'{{ pwd; ls; env | grep -c "^SIGLIP_" || true; }} > "{seen}"')
+    block = f'{{ pwd; ls; env | grep -c "^SIGLIP_" || true; }} > "{seen}"'
+    repo = checkout(tmp_path, f"python() {{ :; }}  # a stand-in\npython -m pytest\n{block}")
     # WHEN the step runs with a SIGLIP_ variable set
     done = run_step(repo, tmp_path)
     assert done.returncode == 0, done.stderr
@@ -99,7 +100,19 @@ def test_the_block_runs_in_a_copy_without_siglip_variables(tmp_path: Path) -> No
 def test_a_failing_block_fails_ci_with_its_exit_status(tmp_path: Path) -> None:
     if shutil.which("git") is None:
         pytest.skip("git is not installed (the step copies the files git lists)")
-    repo = checkout(tmp_path, "exit 3")
+    # GIVEN a README block whose tests fail (a stand-in pytest that exits 3)
+    repo = checkout(tmp_path, "python() { return 3; }\npython -m pytest")
     done = run_step(repo, tmp_path)
     assert done.returncode == 3
     assert "THE README'S SET-UP AND TEST BLOCK FAILED (exit 3)" in done.stderr
+
+
+def test_a_block_that_runs_no_tests_fails_ci(tmp_path: Path) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed (the step copies the files git lists)")
+    # GIVEN a README block that installs but never runs the tests
+    repo = checkout(tmp_path, "true")
+    done = run_step(repo, tmp_path)
+    # THEN CI fails before anything runs: a newcomer following it would test nothing
+    assert done.returncode == 1
+    assert "runs no python -m pytest" in done.stderr
