@@ -55,7 +55,7 @@ def checkout(tmp_path: Path, block: str) -> Path:
 
 
 def run_step(repo: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TMPDIR": str(tmp_path), "SIGLIP_AUTH_MODE": "api-key"}
+    env = {**os.environ, "TMPDIR": str(tmp_path), "SIGLIP_AUTH_MODE": "api-key", "CI": "true"}
     env.pop("VIRTUAL_ENV", None)
     return subprocess.run(
         ["bash", str(repo / ".ci" / "run")],
@@ -83,13 +83,13 @@ def test_the_block_runs_in_a_copy_without_siglip_variables(tmp_path: Path) -> No
         pytest.skip("git is not installed (the step copies the files git lists)")
     seen = tmp_path / "seen"
     # GIVEN a README block that records where it runs and what it sees
-    block = f'{{ pwd; ls; env | grep -c "^SIGLIP_" || true; }} > "{seen}"'
+    block = f'{{ pwd; ls; env | grep -c "^SIGLIP_\\|^CI=" || true; }} > "{seen}"'
     repo = checkout(tmp_path, f"python() {{ :; }}  # a stand-in\npython -m pytest\n{block}")
-    # WHEN the step runs with a SIGLIP_ variable set
+    # WHEN the step runs with a SIGLIP_ variable and CI set
     done = run_step(repo, tmp_path)
     assert done.returncode == 0, done.stderr
     where, *listed, siglip_count = seen.read_text().split()
-    # THEN the block ran in a copy of the checkout, not in it, with no SIGLIP_ variable,
+    # THEN the block ran in a copy of the checkout, not in it, with no SIGLIP_ or CI variable,
     assert Path(where).parent == tmp_path and Path(where) != repo
     assert {"README.md", "tests", "devkit"} <= set(listed)
     assert siglip_count == "0"
