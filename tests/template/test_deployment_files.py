@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import tomllib
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -518,15 +519,8 @@ _BASE_PIN = re.compile(r"public\.ecr\.aws/lambda/python:[0-9.]+@sha256:[0-9a-f]{
 def _tracked_files_pinning_the_base() -> dict[str, set[str]]:
     """Every file of the repository (but the changelog, which is history) that names the base
     image by digest, with the pins it names."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
     found: dict[str, set[str]] = {}
-    for name in listed:
+    for name in _repository_files():
         path = ROOT / name
         if name == "CHANGELOG.md" or not path.is_file():
             continue
@@ -537,6 +531,28 @@ def _tracked_files_pinning_the_base() -> dict[str, set[str]]:
         if pins:
             found[name] = pins
     return found
+
+
+#: Folders of a copy of the repository that are not the repository's (a newcomer's venv).
+_NOT_THE_REPOSITORY = {".git", ".venv", "node_modules", "__pycache__"}
+
+
+def _repository_files() -> list[str]:
+    """The repository's files: git's list in a checkout; else (a copy or an archive of the
+    repository, as CI's run of the README's block has) every file but a venv's."""
+    if (ROOT / ".git").exists():
+        return subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+    names = []
+    for folder, subfolders, files in os.walk(ROOT):
+        subfolders[:] = [name for name in subfolders if name not in _NOT_THE_REPOSITORY]
+        names += [(Path(folder) / name).relative_to(ROOT).as_posix() for name in files]
+    return names
 
 
 def _js_regex(pattern: str) -> re.Pattern[str]:
