@@ -37,7 +37,10 @@ def first_step() -> str:
 
 
 def checkout(tmp_path: Path, block: str) -> Path:
-    """A git checkout holding the step, the parser and a README whose block is ``block``."""
+    """A git checkout holding the step, the parser and a README whose block is ``block``
+    (the test skips where git is missing: the step copies the files git lists)."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed (the step copies the files git lists)")
     repo = tmp_path / "checkout"
     for name in PARSER:
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
@@ -79,8 +82,6 @@ def test_the_step_runs_the_readme_block_that_the_docs_tests_read() -> None:
 
 
 def test_the_block_runs_in_a_copy_without_siglip_variables(tmp_path: Path) -> None:
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed (the step copies the files git lists)")
     seen = tmp_path / "seen"
     # GIVEN a README block that records where it runs and what it sees
     block = f'{{ pwd; ls; env | grep -c "^SIGLIP_\\|^CI=" || true; }} > "{seen}"'
@@ -98,8 +99,6 @@ def test_the_block_runs_in_a_copy_without_siglip_variables(tmp_path: Path) -> No
 
 
 def test_a_failing_block_fails_ci_with_its_exit_status(tmp_path: Path) -> None:
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed (the step copies the files git lists)")
     # GIVEN a README block whose tests fail (a stand-in pytest that exits 3)
     repo = checkout(tmp_path, "python() { return 3; }\npython -m pytest")
     done = run_step(repo, tmp_path)
@@ -108,8 +107,6 @@ def test_a_failing_block_fails_ci_with_its_exit_status(tmp_path: Path) -> None:
 
 
 def test_a_block_that_runs_no_tests_fails_ci(tmp_path: Path) -> None:
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed (the step copies the files git lists)")
     # GIVEN a README block that installs but never runs the tests
     repo = checkout(tmp_path, "true")
     done = run_step(repo, tmp_path)
