@@ -107,6 +107,7 @@ def test_with_cache_and_staleness_equal_the_read_starts_while_the_keys_are_still
     assert request(client, "/v1/embeddings").status_code == 200
 
 
+@pytest.mark.slow  # a real refresher thread over a quiet spell of the cache period
 def test_in_serve_a_quiet_spell_never_leaves_the_keys_stale(
     service: EmbeddingService, demo_dir: Path, secrets: SecretsServer
 ) -> None:
@@ -151,6 +152,7 @@ def test_in_serve_keys_found_stale_all_the_same_get_503_then_200_once_the_read_s
     assert request(client, path).status_code == 200
 
 
+@pytest.mark.slow  # a real refresher thread, then an outage past the staleness limit
 def test_in_serve_a_quiet_spell_then_an_outage_gives_503_with_retry_after_never_500(
     service: EmbeddingService, demo_dir: Path, secrets: SecretsServer
 ) -> None:

@@ -123,6 +123,7 @@ def test_ten_concurrent_requests_during_an_outage_never_wait_for_a_read_in_serve
     assert secrets.relay.hung == 1
 
 
+@pytest.mark.slow  # reads against moto's server past the staleness limit
 def test_past_the_maximum_staleness_requests_get_503_with_retry_after_never_200(
     service: EmbeddingService, demo_dir: Path, secrets: SecretsServer
 ) -> None:
@@ -168,6 +169,7 @@ def test_a_revoked_key_is_refused_within_the_stated_staleness(
     assert_fails_closed(embed(client, NEW_KEY))
 
 
+@pytest.mark.slow  # reads against moto's server, dropped and read again
 def test_forget_drops_every_key_and_reload_reads_them_again_failing_closed(
     service: EmbeddingService, demo_dir: Path, secrets: SecretsServer
 ) -> None:

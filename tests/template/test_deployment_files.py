@@ -600,6 +600,7 @@ def test_the_pipeline_checks_before_it_builds_and_deploys_without_a_prompt() -> 
     assert "--no-confirm-changeset" in steps[first("sam deploy --config-env prod")]
 
 
+@pytest.mark.slow  # translates both templates with every production option
 def test_the_deploy_docs_name_every_resource_type_stack_tags_cannot_reach() -> None:
     # imported here: cfn-lint's schemas take seconds to import (devkit/sam.py does the same)
     from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
