@@ -25,7 +25,7 @@ from ..engine.config import MEMORY_SIZE_VARIABLE, Settings
 from ..engine.errors import SiglipError
 from ..engine.loading import InitPlan, ServiceInit
 from ..engine.service import EmbeddingService
-from ..http.errors import error_answer, unexpected
+from ..http.errors import error_answer, unexpected_error
 from ..http.observability import PowertoolsObserver
 from .events import as_mangum_reads, proxy_response
 from .snapstart import SnapStart, snap_start_init
@@ -152,9 +152,7 @@ class LambdaFunction:
         try:
             return self._traced(readable, context)
         except Exception as exc:
-            cause = unexpected(exc)
-            self.logger.error("answered 500: unexpected error", extra={"cause": cause})
-            return proxy_response(error_answer(SiglipError(f"unexpected error: {cause}")))
+            return proxy_response(error_answer(unexpected_error(exc, self.logger)))
 
     def _invoke(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         if self.asgi_handler is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..engine.errors import (
     ConfigError,
@@ -292,6 +292,21 @@ def refuse_unknown_fields(data: Any, known: Mapping[str, Any], advice: Mapping[s
         f"Unrecognized request argument{plural} supplied: {names}. {hint[0].upper()}{hint[1:]}",
         param=short(first, 40),
     )
+
+
+class ErrorLog(Protocol):
+    """Where an unexpected error is logged: a `logging.Logger` or Powertools' ``Logger``."""
+
+    def error(self, msg: str, *args: Any, extra: Any = None) -> Any: ...
+
+
+def unexpected_error(exc: BaseException, log: ErrorLog) -> SiglipError:
+    """An exception no one expected: logged on ``log`` for the operator (`unexpected`: type,
+    place, scrubbed message; no query text), and the error that answers it, a 500 that says
+    nothing of it (`error_answer`)."""
+    cause = unexpected(exc)
+    log.error("answered 500: unexpected error: %s", cause, extra={"cause": cause})
+    return SiglipError(f"unexpected error: {cause}")
 
 
 def unexpected(exc: BaseException) -> str:

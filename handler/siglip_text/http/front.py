@@ -32,8 +32,13 @@ from ..engine.errors import SiglipError
 from .admission import Admission, evict_a_slow_reader
 from .asgi import ASGIApp, Receive, Scope, Send, Tracked, send_error, without_body
 from .body import drain, read_body, replay
-from .errors import OverloadedError, PayloadTooLargeError, RequestTimeoutError, status_for
-from .errors import unexpected as describe_unexpected
+from .errors import (
+    OverloadedError,
+    PayloadTooLargeError,
+    RequestTimeoutError,
+    status_for,
+    unexpected_error,
+)
 from .exchange import Exchange, Stage, Upload
 from .gate import LOOPBACK_HOSTS, Decision, Head, Policy, decide, shutting_down
 from .shutdown import Shutdown
@@ -69,7 +74,6 @@ class Front:
     ) -> None:
         self.app: ASGIApp | None = None
         self.admission = admission
-        self.max_body_bytes = max_body_bytes
         self.policy = Policy(
             routes=tuple(routes),
             body_routes=body_routes,
@@ -213,7 +217,7 @@ class Front:
                 exchange.evict = evict
                 return await read_body(
                     receive,
-                    max_bytes=self.max_body_bytes,
+                    max_bytes=self.policy.max_body_bytes,
                     idle_seconds=self.body_idle_seconds,
                     total_seconds=self.body_total_seconds,
                     upload=exchange.upload,
@@ -227,11 +231,8 @@ class Front:
             exchange.evict = None
 
     def _unexpected(self, exc: BaseException) -> SiglipError:
-        """An exception no one expected: logged for the operator (type, place, scrubbed
-        message; no query text), answered as a 500 that says nothing of it."""
-        cause = describe_unexpected(exc)
-        logger.error("answered 500: unexpected error: %s", cause, extra={"cause": cause})
-        return SiglipError(f"unexpected error: {cause}")
+        """An exception no one expected: logged, answered as a 500 (`unexpected_error`)."""
+        return unexpected_error(exc, logger)
 
     async def _refuse(
         self,

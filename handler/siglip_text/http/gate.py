@@ -47,8 +47,14 @@ from .errors import (
 
 #: The headers the gate reads (their first value), besides every ``Authorization``.
 _READ = frozenset(
-    {b"content-length", b"transfer-encoding", b"host", b"content-type", b"content-encoding"}
-    | {b"expect"}
+    {
+        b"content-length",
+        b"transfer-encoding",
+        b"host",
+        b"content-type",
+        b"content-encoding",
+        b"expect",
+    }
 )
 #: The names a server bound to loopback answers to (any port).
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
