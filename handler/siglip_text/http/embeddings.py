@@ -29,7 +29,7 @@ from ..engine.errors import (
 from ..engine.limits import Deadline
 from ..engine.service import Embeddings, EmbeddingService, Inputs, TextInputs, TokenIdInputs
 from .errors import refuse_unknown_fields, short, unexpected
-from .inputs_bound import InputsBound
+from .inputs_bound import InputsBound, derive_inputs_bound
 from .response_size import check_response_fits
 from .schemas import (
     MAX_TOKEN_IDS_PER_INPUT,
@@ -188,9 +188,12 @@ def validate_request(
     service: EmbeddingService,
     settings: Settings,
     *,
-    bound: InputsBound,
+    bound: InputsBound | None = None,
 ) -> Inputs:
-    """Apply the served model's rules; return the inputs, tagged as texts or token ids."""
+    """Apply the served model's rules; return the inputs, tagged as texts or token ids.
+    ``bound``: the most inputs (None: the settings' bound with no frontend in front)."""
+    if bound is None:
+        bound = derive_inputs_bound(service, settings, response_limit=None)
     if request.model is not None and request.model != service.model_id:
         raise ModelNotFoundError(
             f"The model '{short(request.model, 80)}' is not served here; this endpoint serves "
