@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -24,6 +24,10 @@ MAX_INPUTS_CEILING = 100_000
 
 #: The vector cache's default bound in bytes (SIGLIP_CACHE_MAX_BYTES).
 CACHE_MAX_BYTES = 64 * 1024 * 1024
+
+
+#: ``SIGLIP_MAX_INPUTS_PER_REQUEST``: a number, or "auto" (derived from the deployment).
+MaxInputs = Annotated[int, Field(ge=1, le=MAX_INPUTS_CEILING)] | Literal["auto"]
 
 
 def demo_model_dir() -> Path:
@@ -47,7 +51,8 @@ class Settings(BaseSettings):
     ort_allow_spinning: bool = False
     ort_graph_optimization: Literal["auto", "disable", "basic", "extended", "all"] = "auto"
 
-    max_inputs_per_request: int = Field(default=2048, ge=1, le=MAX_INPUTS_CEILING)
+    # "auto": derived at init from what the deployment can answer (http/inputs_bound.py).
+    max_inputs_per_request: MaxInputs = "auto"
     max_request_bytes: int = Field(default=6 * 1024 * 1024, ge=1024)
     max_concurrent_requests: int = Field(default=1, ge=1, le=1024)
     max_pending_requests: int = Field(default=32, ge=0, le=100_000)
@@ -67,13 +72,17 @@ class Settings(BaseSettings):
     max_response_bytes: int | None = Field(default=None, ge=1024)
     # Of the invocation's remaining time, what the answer needs after the model (Lambda).
     time_reserve_ms: int = Field(default=500, ge=0, le=600_000)
+    # The function's Timeout, which Lambda does not tell the function (the template sets
+    # it): the time side of the "auto" inputs per request. Unset: no time bound (`serve`).
+    function_timeout_seconds: float | None = Field(default=None, gt=0, le=900)
     # The base path of a custom domain's API mapping, which API Gateway leaves in the event's
     # path (Mangum's api_gateway_base_path); unset or empty: none.
     api_base_path: str | None = Field(default=None, max_length=512)
 
-    # Token-id inputs: "accept" embeds them as this model's ids; "reject" answers 400. Clients
-    # that tokenize with tiktoken (LangChain's default) send ids of another vocabulary.
-    token_id_inputs: Literal["accept", "reject"] = "accept"
+    # Token-id inputs: "reject" (default) answers 400; "accept" embeds them as this model's
+    # ids. Clients that tokenize with tiktoken (LangChain's default) send ids of another
+    # vocabulary, which a 256k vocabulary takes without complaint: a wrong vector with 200.
+    token_id_inputs: Literal["accept", "reject"] = "reject"
 
     cache_size: int = Field(default=0, ge=0, le=10_000_000)
     # The cache's bound in bytes (keys, vectors, bookkeeping), whatever cache_size says.

@@ -41,6 +41,7 @@ from .admission import Admission
 from .embeddings import embed_body
 from .errors import API_PREFIX, error_answer, method_not_allowed, route_not_found, short
 from .front import Front
+from .inputs_bound import InputsBound, derive_inputs_bound
 from .schemas import (
     ErrorResponse,
     OpenAICompatEmbeddingRequest,
@@ -87,7 +88,17 @@ class Served:
     observer: RequestObserver | None = None
     #: The largest answer the frontend returns (None: no limit).
     response_limit: int | None = None
+    #: The most inputs a request may hold (inputs_bound.py); None: the setting's number, or
+    #: OpenAI's 2048 where it is "auto" (`Served.max_inputs` gives it).
+    bound: InputsBound | None = None
     run: Runner = field(default=run_in_threadpool)
+
+    @property
+    def max_inputs(self) -> InputsBound:
+        """The bound `create_app` derived, else the one of a frontend without limits."""
+        if self.bound is not None:
+            return self.bound
+        return derive_inputs_bound(self.service, self.settings, response_limit=None)
 
 
 def served(request: Request) -> Served:
@@ -99,10 +110,12 @@ def served(request: Request) -> Served:
 
 
 async def health(request: Request, probe: bool = False) -> dict[str, Any]:
-    """Open to anyone (probes): the model's identity only. Versions, threads and init timings
-    are in the init log; cache counters in the metrics (CacheHits). ``?probe=true`` adds what
-    the pre-traffic hook (a function without this package) holds this version's /v1 answer
-    to: the init's probe text, and the reference export recorded for it with its bound."""
+    """Open to anyone (probes): the model's identity, and ``max_inputs_per_request``, the
+    most inputs a request may hold (a client's batch size). Versions, threads and init
+    timings are in the init log; cache counters in the metrics (CacheHits). ``?probe=true``
+    adds what the pre-traffic hook (a function without this package) holds this version's /v1
+    answer to: the init's probe text, and the reference export recorded for it with its
+    bound."""
     service = served(request).service
     body: dict[str, Any] = {
         "status": "ok",
@@ -110,6 +123,7 @@ async def health(request: Request, probe: bool = False) -> dict[str, Any]:
         "revision": service.revision,
         "embedding_dimension": service.dimension,
         "fingerprint": service.fingerprint,
+        "max_inputs_per_request": served(request).max_inputs.value,
     }
     if probe:
         body["probe"] = expected_probe(service.manifest, PROBE_TEXT)
@@ -117,7 +131,8 @@ async def health(request: Request, probe: bool = False) -> dict[str, Any]:
 
 
 async def list_models(request: Request) -> dict[str, Any]:
-    service = served(request).service
+    context = served(request)
+    service = context.service
     return {
         "object": "list",
         "data": [
@@ -127,6 +142,7 @@ async def list_models(request: Request) -> dict[str, Any]:
                 "created": 0,
                 "owned_by": "siglip-text",
                 "fingerprint": service.fingerprint,
+                "max_inputs_per_request": context.max_inputs.value,
             }
         ],
     }
@@ -147,6 +163,7 @@ async def create_embeddings(request: Request) -> Response:
             body,
             deadline=deadline,
             response_limit=context.response_limit,
+            bound=context.max_inputs,
         )
     )
     if context.observer is not None:
@@ -169,7 +186,7 @@ async def tokenize(request: Request) -> Response:
             tokenize_body,
             context.service,
             body,
-            max_inputs=context.settings.max_inputs_per_request,
+            max_inputs=context.max_inputs.value,
             response_limit=context.response_limit,
         )
     )
@@ -360,11 +377,13 @@ def create_app(
         app.add_api_route(route.path, route.endpoint, methods=[route.method], **route.options)
         if route.method == "GET":  # the front sends HEAD's status and headers, no content
             app.add_api_route(route.path, route.endpoint, methods=["HEAD"], include_in_schema=False)
+    response_limit = settings.max_response_bytes or frontend_response_limit
     app.state.served = Served(
         service,
         settings,
         observer=observer,
-        response_limit=settings.max_response_bytes or frontend_response_limit,
+        response_limit=response_limit,
+        bound=derive_inputs_bound(service, settings, response_limit=response_limit),
         run=run_in_threadpool if offload_inference else _on_the_loop,
     )
     front = Front(
