@@ -17,7 +17,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "source",
         metavar="SOURCE",
-        help="a Hugging Face model id (needs --revision SHA) or a save_pretrained directory",
+        help="a Hugging Face model id (needs --revision) or a save_pretrained directory",
     )
     parser.add_argument("--out", type=Path, required=True, help="the bundle directory to write")
     parser.add_argument(
