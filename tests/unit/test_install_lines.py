@@ -67,3 +67,15 @@ def test_the_cli_install_line_is_the_documented_one() -> None:
 
     assert CPU_INDEX in line
     assert line.split(" && ")[0] in (ROOT / "docs" / "export.md").read_text()
+
+
+def test_the_image_lock_holds_no_export_package() -> None:
+    # The function image serves with ONNX Runtime alone: the export extra's packages (and
+    # the CUDA libraries a PyPI torch brings) must never reach its lock.
+    lock = (ROOT / "layers" / "python" / "requirements.txt").read_text()
+    pinned = {m.lower() for m in re.findall(r"^([A-Za-z0-9_.-]+)==", lock, flags=re.M)}
+    export = {r.name.lower() for r in _extras()["export"]} - {"openai"}
+
+    assert pinned, "no pins found in the lock"
+    assert not pinned & export
+    assert not {name for name in pinned if name.startswith("nvidia-")}
