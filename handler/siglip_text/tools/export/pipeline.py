@@ -37,7 +37,7 @@ from .memory import (
     release_memory,
     text_tower_parameters,
 )
-from .revision import is_commit_sha, resolve_revision
+from .revision import hub_revision
 from .state import ExportOptions, ExportState, log
 from .steps import FP32_STEPS, INT8_STEPS, manifest
 
@@ -98,15 +98,8 @@ def validate(options: ExportOptions) -> SourceSpec:
     """Fail closed before loading anything: SHA revision, repository, output directory.
 
     A Hub id's branch or tag is resolved here, once, to the commit SHA the manifest pins."""
-    revision = options.revision
-    if (
-        revision is not None
-        and not is_commit_sha(revision)
-        and not Path(options.source).expanduser().exists()
-        and options.source.count("/") == 1
-        and not options.source.startswith((".", "/", "~"))
-    ):
-        revision = resolve_revision(options.source, revision)
+    revision = hub_revision(options.source, options.revision)
+    if revision != options.revision:
         log(f"--revision {options.revision} of {options.source} is commit {revision}")
     spec = resolve_source(options.source, revision=revision, require_revision=True)
     if spec.kind == "local":

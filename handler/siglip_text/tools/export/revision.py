@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 from ...engine.contract import REVISION_PATTERN
 from ..errors import ToolError
@@ -78,3 +79,17 @@ def resolve_revision(repository: str, revision: str, *, endpoint: str | None = N
             f"{how_to_find_sha(repository, revision)}"
         )
     return sha
+
+
+def hub_revision(source: str, revision: str | None) -> str | None:
+    """``revision`` as the commit SHA, resolved when ``source`` is a Hub id and ``revision``
+    a branch or tag; otherwise as given (a local directory, no revision, already a SHA)."""
+    if (
+        revision is None
+        or is_commit_sha(revision)
+        or Path(source).expanduser().exists()
+        or source.count("/") != 1
+        or source.startswith((".", "/", "~"))
+    ):
+        return revision
+    return resolve_revision(source, revision)
