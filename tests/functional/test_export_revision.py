@@ -140,3 +140,19 @@ def test_an_unreachable_hub_is_refused_with_how_to_find_the_sha(
 
     with pytest.raises(ToolError, match="git ls-remote"):
         resolve_revision(REPOSITORY, "main", endpoint=f"http://127.0.0.1:{port}")
+
+
+def test_only_a_hub_id_with_a_branch_or_tag_is_sent_to_the_hub(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    from siglip_text.tools.export.revision import hub_revision
+
+    (tmp_path / "ckpt").mkdir()
+
+    assert hub_revision(str(tmp_path / "ckpt"), "main") == "main"  # a local directory
+    assert hub_revision("./not/here", "main") == "main"
+    assert hub_revision(REPOSITORY, None) is None
+    assert hub_revision(REPOSITORY, SHA) == SHA
+    assert hub.paths == []
+    assert hub_revision(REPOSITORY, "main") == SHA
+    assert len(hub.paths) == 1
