@@ -134,7 +134,8 @@ class Settings(BaseSettings):
             else:
                 raise ConfigError(
                     f"{ENV_PREFIX}{var} is not set (set it, or {ENV_PREFIX}MODEL_DIR for all "
-                    "three artifacts)"
+                    "three artifacts; on the command line: --model-dir DIR, or --demo for the "
+                    "bundled demo model)"
                 )
         return BundlePaths(*paths)
 
