@@ -316,7 +316,7 @@ class JsonlOutput:
     def append(self, start: int, vectors: np.ndarray) -> None:
         lines = []
         for offset, vector in enumerate(vectors):
-            record = {**self.rows[start + offset], "embedding": [float(x) for x in vector]}
+            record = {**self.rows[start + offset], "embedding": vector.tolist()}
             lines.append(json.dumps(record, ensure_ascii=False) + "\n")
         self._handle.write("".join(lines).encode("utf-8"))
         self._handle.flush()
