@@ -486,17 +486,19 @@ def run_batches(
     except BaseException:
         if stop is not None:
             stop.set()
-        for future in pending.values():
-            future.cancel()
+        # Requests already sent end on their own (their answers are dropped: only this
+        # thread writes); the error is reported now, not after them.
+        pool.shutdown(wait=False, cancel_futures=True)
         raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    pool.shutdown(wait=True)
     embedded = sum(min(batch_size, len(texts) - begin) for begin in starts)
     return Totals(embedded=embedded, skipped=skipped, seconds=time.monotonic() - started)
 
 
 def summary(totals: Totals, counters: Counters | None) -> str:
     """The run's last line (stderr): texts, time, rate, and for an endpoint its requests."""
+    if not totals.embedded:
+        return f"nothing to embed: all {totals.skipped} texts were already written"
     rate = totals.embedded / totals.seconds if totals.seconds > 0 else math.inf
     line = f"embedded {totals.embedded} texts in {totals.seconds:.1f} s ({rate:.1f} texts/s)"
     if totals.skipped:
