@@ -3,6 +3,7 @@ process on loopback, the demo model, a real file)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from siglip_text.cli import main
 
 from tests.support.servers import running_server
 
@@ -25,7 +27,7 @@ def post(base: str, key: str | None) -> int:
 
 @pytest.mark.slow  # a server process: a few seconds to start
 def test_serve_with_a_key_file_answers_401_without_the_key_and_picks_up_an_added_key(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN a private key file with one key and a short check period
     keys = tmp_path / "api-keys"
@@ -48,6 +50,15 @@ def test_serve_with_a_key_file_answers_401_without_the_key_and_picks_up_an_added
             time.sleep(0.1)
         assert post(server.base, KEY) == 200
         assert server.process.poll() is None  # the same process: no restart
+        # AND the client tools send the key of SIGLIP_API_KEY, the one name they all read
+        monkeypatch.setenv("SIGLIP_API_KEY", ADDED_KEY)
+        (tmp_path / "texts.txt").write_text("a red block\na robot arm\n")
+        command = ["embed", str(tmp_path / "texts.txt"), "--out", str(tmp_path / "v.npy")]
+        assert main([*command, "--url", f"{server.base}/v1", "--quiet"]) == 0
+        report = tmp_path / "load.json"
+        load = ["load-test", "--url", server.base, "--requests", "3", "--warmup", "0"]
+        assert main([*load, "--concurrency", "1", "--json", str(report)]) == 0
+        assert json.loads(report.read_text())["statuses"] == {"200": 3}
         assert KEY not in server.stderr() and ADDED_KEY not in server.stderr()
 
 

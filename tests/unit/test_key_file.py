@@ -102,6 +102,14 @@ def test_serve_settings_a_key_file_means_api_key_and_refuses_a_second_source(
         load_settings(api_key_file=path, api_key_secret_arn="arn:aws:secretsmanager:x")
 
 
+def test_an_empty_key_file_variable_is_no_key_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIGLIP_API_KEY_FILE", "")
+
+    settings = load_settings()
+
+    assert settings.api_key_file is None and settings.auth_mode == "none"
+
+
 def test_the_lambda_function_refuses_a_key_file_pointing_at_secrets_manager(
     tmp_path: Path, demo_dir: Path
 ) -> None:

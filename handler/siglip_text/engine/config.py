@@ -96,7 +96,12 @@ class Settings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _key_file_means_api_key(cls, data: object) -> object:
-        if isinstance(data, dict) and data.get("api_key_file") and not data.get("auth_mode"):
+        if not isinstance(data, dict) or "api_key_file" not in data:
+            return data
+        path = data["api_key_file"]
+        if isinstance(path, str) and not path.strip():  # set but empty: not set
+            return {k: v for k, v in data.items() if k != "api_key_file"}
+        if path is not None and not data.get("auth_mode"):
             return {**data, "auth_mode": "api-key"}
         return data
 
