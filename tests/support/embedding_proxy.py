@@ -34,12 +34,28 @@ class Proxy:
     refuse_after: int | None = None
     delay: float = 0.0  # seconds added before each forwarded POST
     seen: list[Seen] = field(default_factory=list)
+    active: int = 0  # POSTs being handled now
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def forwarded_inputs(self) -> int:
         """Inputs the real server embedded (POSTs it answered 200)."""
         with self.lock:
             return sum(s.inputs for s in self.seen if s.status == 200)
+
+    def wait_idle(self, timeout: float = 30.0) -> None:
+        """Until no POST has been handled for 0.2 s (a killed client's last request,
+        forwarded all the same, is counted before the test goes on)."""
+        deadline = time.monotonic() + timeout
+        idle_since: float | None = None
+        while True:
+            now = time.monotonic()
+            with self.lock:
+                idle = not self.active
+            idle_since = (idle_since or now) if idle else None
+            if idle_since is not None and now - idle_since >= 0.2:  # a request just read
+                return
+            assert now < deadline, "the proxy is still handling a request"
+            time.sleep(0.01)
 
     def reset(self) -> None:
         with self.lock:
@@ -86,6 +102,7 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
             except (ValueError, KeyError, TypeError):
                 inputs = 0
             with proxy.lock:
+                proxy.active += 1
                 canned = proxy.canned.pop(0) if proxy.canned else None
                 forwarded = sum(1 for s in proxy.seen if s.status == 200)
                 refuse = proxy.refuse_after is not None and forwarded >= proxy.refuse_after
@@ -94,19 +111,21 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
                 status, headers = canned
                 error = {"message": "made up by the test proxy", "type": "x", "param": None}
                 data = json.dumps({"error": {**error, "code": None}}).encode()
-                self._answer(status, data, headers)
             elif refuse:
-                status = 400
+                status, headers = 400, {}
                 error = {"message": "refused by the test proxy", "type": "invalid_request_error"}
                 data = json.dumps({"error": {**error, "param": None, "code": None}}).encode()
-                self._answer(status, data, {})
             else:
                 if proxy.delay:
                     time.sleep(proxy.delay)
-                status, data = self._forward(body)
-                self._answer(status, data, {})
-            with proxy.lock:
+                (status, data), headers = self._forward(body), {}
+            with proxy.lock:  # recorded before the answer leaves: a client never outruns it
                 proxy.seen.append(Seen(at, inputs, status))
+            try:
+                self._answer(status, data, headers)
+            finally:
+                with proxy.lock:
+                    proxy.active -= 1
 
     return Handler
 

@@ -182,6 +182,8 @@ class Endpoint:
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         attempt = 0
         while True:
+            if self.stop.is_set():
+                raise EndpointError("stopped")
             self.counters.add(requests=1)
             try:
                 status, headers, data = self.send("POST", "/v1/embeddings", body)
@@ -483,12 +485,14 @@ def run_batches(
             if progress is not None:
                 progress.update(len(vectors))
             written += 1
-    except BaseException:
+    except BaseException as exc:
         if stop is not None:
             stop.set()
-        # Requests already sent end on their own (their answers are dropped: only this
-        # thread writes); the error is reported now, not after them.
-        pool.shutdown(wait=False, cancel_futures=True)
+        # Batches not begun are dropped and those running end at their next attempt; their
+        # answers are dropped (only this thread writes). After an error the run waits for
+        # requests already sent, so that once it says it stopped no request of it is still
+        # on its way; after Ctrl-C it reports at once (the exit still waits for them).
+        pool.shutdown(wait=not isinstance(exc, KeyboardInterrupt), cancel_futures=True)
         raise
     pool.shutdown(wait=True)
     embedded = sum(min(batch_size, len(texts) - begin) for begin in starts)
