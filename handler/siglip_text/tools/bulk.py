@@ -16,12 +16,13 @@ built to take it: ``--concurrency N`` requests in flight, each of ``--batch-size
 - **Order and resume**: batches are written in input order as they complete (a finished
   batch waits for those before it, at most `WINDOW_PER_WORKER` batches per worker ahead), each
   write flushed and ``fsync``-ed, so an interrupted run (Ctrl-C, a kill, a refusal, a lost
-  machine) leaves a prefix of the output that is whole. The same command started again
-  embeds only the rest: a JSONL output resumes from its own lines (a partial last line is
-  dropped; its first and last whole lines must be the input's, else it is refused), an
-  ``.npy`` output from ``OUT.partial`` (raw float32 rows) and ``OUT.partial.json`` (what the
-  rows belong to: the input's digest, the model, the dimension), turned into ``OUT`` at the
-  end. ``--restart`` discards what an earlier run wrote.
+  machine) leaves a prefix of the output that is whole. While a run is unfinished
+  ``OUT.partial.json`` (`RunRecord`) says what it belongs to: the input's digest, the model,
+  the dimension. The same command started again embeds only the rest: a JSONL output resumes
+  from its own lines (a partial last line is dropped; its first and last whole lines must be
+  the input's), an ``.npy`` output from ``OUT.partial`` (raw float32 rows), turned into
+  ``OUT`` at the end. A finished output (no record) is written again by a new run; an
+  unfinished one of other work is refused; ``--restart`` discards what an earlier run wrote.
 - **Progress**: a progress bar on stderr with the rate (texts/s), and a last line with the
   totals: texts, seconds, texts/s, requests and retries.
 """
@@ -269,20 +270,63 @@ def decode_vectors(data: bytes, count: int) -> np.ndarray:
 # --- the outputs -------------------------------------------------------------------------------
 
 
+class RunRecord:
+    """``OUT.partial.json``: what an unfinished output belongs to (the input's digest, the
+    model, the dimension, the number of inputs). Written when a run starts, removed when it
+    finishes: an output with a record is unfinished and resumes; one without is finished
+    (or not this command's) and is written again by a new run."""
+
+    def __init__(self, out: Path, described: dict[str, Any]) -> None:
+        self.path = out.with_name(out.name + ".partial.json")
+        self.described = described
+
+    def resumable(self, *, restart: bool) -> bool:
+        """Whether an unfinished run of this very work is there to resume; ToolError if an
+        unfinished run of other work is (``--restart`` discards it)."""
+        if restart or not self.path.exists():
+            return False
+        try:
+            found = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            found = None
+        if found != self.described:
+            raise ToolError(
+                f"{self.path} records an unfinished run of another input, model or dimension: "
+                "finish it with its own command, or pass --restart to embed everything again"
+            )
+        return True
+
+    def start(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(self.described), encoding="utf-8")
+
+    def finish(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
 class JsonlOutput:
     """JSONL: each input record with its ``embedding``, one line per input, in input order.
 
-    Resumes from its own whole lines: a partial last line (a write cut short) is dropped,
-    and the first and last whole lines must be those of this input (its record, a vector
-    of this dimension), else the file is refused (``--restart`` starts over)."""
+    An unfinished output (its `RunRecord` there) resumes from its own whole lines: a partial
+    last line (a write cut short) is dropped, and its first and last whole lines must be
+    this input's records with vectors of this dimension, else it is refused."""
 
     def __init__(
-        self, path: Path, rows: Sequence[dict[str, Any]], *, dimension: int, restart: bool
+        self,
+        path: Path,
+        rows: Sequence[dict[str, Any]],
+        *,
+        record: RunRecord,
+        dimension: int,
+        restart: bool,
     ) -> None:
         self.path = path
         self.rows = rows
-        self.done = 0 if restart or not path.exists() else self._resume(dimension)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.record = record
+        resume = record.resumable(restart=restart) and path.exists()
+        self.done = self._resume(dimension) if resume else 0
+        if not self.done:
+            record.start()
         self._handle = path.open("ab" if self.done else "wb")
 
     def _resume(self, dimension: int) -> int:
@@ -326,47 +370,33 @@ class JsonlOutput:
 
     def finish(self) -> None:
         self.close()
+        self.record.finish()
 
     def close(self) -> None:
         self._handle.close()
 
 
 class NpyOutput:
-    """``.npy``: rows go to ``OUT.partial`` (raw little-endian float32, appended and synced),
-    described by ``OUT.partial.json``; `finish` writes ``OUT`` from them and removes both."""
+    """``.npy``: rows go to ``OUT.partial`` (raw little-endian float32, appended and synced)
+    while the run is unfinished (its `RunRecord` there); `finish` writes ``OUT`` from them
+    and removes both. A resume keeps the whole rows (a partial last row is written again)."""
 
     def __init__(
-        self, path: Path, *, count: int, dimension: int, model: str, digest: str, restart: bool
+        self, path: Path, *, record: RunRecord, count: int, dimension: int, restart: bool
     ) -> None:
         self.path = path
+        self.record = record
         self.count = count
         self.dimension = dimension
         self.partial = path.with_name(path.name + ".partial")
-        self.meta = path.with_name(path.name + ".partial.json")
-        described = {
-            "inputs": count,
-            "input_sha256": digest,
-            "model": model,
-            "dimension": dimension,
-        }
         self.done = 0
-        if not restart and self.partial.exists() and self.meta.exists():
-            try:
-                found = json.loads(self.meta.read_text())
-            except ValueError:
-                found = None
-            if found != described:
-                raise ToolError(
-                    f"{self.partial} holds rows of another run (another input, model or "
-                    "dimension): pass --restart to embed everything again"
-                )
+        if record.resumable(restart=restart) and self.partial.exists():
             row = 4 * dimension
             self.done = min(self.partial.stat().st_size // row, count)
             with self.partial.open("r+b") as handle:
-                handle.truncate(self.done * row)  # a partial last row: written again
-        path.parent.mkdir(parents=True, exist_ok=True)
+                handle.truncate(self.done * row)
         if not self.done:
-            self.meta.write_text(json.dumps(described))
+            record.start()
         self._handle = self.partial.open("ab" if self.done else "wb")
 
     def append(self, start: int, vectors: np.ndarray) -> None:
@@ -388,7 +418,7 @@ class NpyOutput:
         del out, rows
         os.replace(staged, self.path)
         self.partial.unlink()
-        self.meta.unlink()
+        self.record.finish()
 
     def close(self) -> None:
         self._handle.close()
@@ -432,11 +462,14 @@ def _last_line(path: Path, end: int) -> bytes:
         return handle.read(end - begin)
 
 
-def input_digest(texts: Sequence[str]) -> str:
-    """SHA-256 over the texts, each length-prefixed: what an ``.npy`` resume checks."""
+def input_digest(rows: Sequence[Any]) -> str:
+    """SHA-256 over the input's records (canonical JSON, each length-prefixed): what a resume
+    checks it continues the same input."""
     digest = hashlib.sha256()
-    for text in texts:
-        encoded = text.encode("utf-8", "surrogatepass")
+    for row in rows:
+        encoded = json.dumps(row, sort_keys=True, ensure_ascii=False).encode(
+            "utf-8", "surrogatepass"
+        )
         digest.update(len(encoded).to_bytes(8, "little"))
         digest.update(encoded)
     return digest.hexdigest()

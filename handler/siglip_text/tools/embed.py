@@ -32,6 +32,7 @@ from .bulk import (
     JsonlOutput,
     NpyOutput,
     Output,
+    RunRecord,
     input_digest,
     report,
     run_batches,
@@ -128,18 +129,23 @@ def run(args: argparse.Namespace) -> int:
         model, dimension, concurrency = embedder.model_id, embedder.dimension, 1
         embed_batch = embedder.embed_texts
 
+    record = RunRecord(
+        out,
+        {
+            "inputs": len(texts),
+            "input_sha256": input_digest(rows),
+            "text_field": args.text_field if records is not None else None,
+            "model": model,
+            "dimension": dimension,
+        },
+    )
     output: Output
     if out.suffix.lower() == ".npy":
         output = NpyOutput(
-            out,
-            count=len(texts),
-            dimension=dimension,
-            model=model,
-            digest=input_digest(texts),
-            restart=args.restart,
+            out, record=record, count=len(texts), dimension=dimension, restart=args.restart
         )
     else:
-        output = JsonlOutput(out, rows, dimension=dimension, restart=args.restart)
+        output = JsonlOutput(out, rows, record=record, dimension=dimension, restart=args.restart)
     progress = tqdm(
         total=len(texts),
         initial=output.done,
