@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from siglip_text.assembly import Platform, build_authenticator
+from siglip_text.assembly import Platform, build_authenticator, require_auth_mode
 from siglip_text.engine.config import load_settings
 from siglip_text.engine.errors import ConfigError
 from siglip_text.engine.service import EmbeddingService
@@ -225,3 +225,13 @@ def test_a_file_emptied_of_keys_means_no_key_is_valid(
     clock.now += 5
 
     assert status(client, KEY) == 401
+
+
+def test_a_key_file_is_an_auth_mode_beyond_loopback_and_the_refusal_names_it(
+    tmp_path: Path,
+) -> None:
+    path = key_file(tmp_path, KEY + "\n")
+
+    require_auth_mode(load_settings(api_key_file=path), Platform.SERVE, host="0.0.0.0")
+    with pytest.raises(ConfigError, match="--api-key-file PATH"):
+        require_auth_mode(load_settings(), Platform.SERVE, host="0.0.0.0")
