@@ -96,6 +96,39 @@ class Settings(BaseSettings):
     # cache period, since the read starts one read's time before it at the latest (auth.py).
     api_key_cache_seconds: int = Field(default=300, ge=10, le=3600)
     api_key_max_staleness_seconds: int = Field(default=900, ge=10, le=86400)
+    # `serve` only: the keys in a file of one key per line, private to its owner, instead of
+    # the secret (http/key_file.py); its changes are picked up within the check period, at
+    # most a minute. Set without an auth mode, it means api-key; with none, it is refused.
+    api_key_file: Path | None = None
+    api_key_file_check_seconds: float = Field(default=10.0, gt=0, le=60)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _key_file_means_api_key(cls, data: object) -> object:
+        if not isinstance(data, dict) or "api_key_file" not in data:
+            return data
+        path = data["api_key_file"]
+        if isinstance(path, str) and not path.strip():  # set but empty: not set
+            return {k: v for k, v in data.items() if k != "api_key_file"}
+        if path is not None and not data.get("auth_mode"):
+            return {**data, "auth_mode": "api-key"}
+        return data
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> Settings:
+        if self.api_key_file is None:
+            return self
+        if self.auth_mode != "api-key":
+            raise ValueError(
+                f"{ENV_PREFIX}API_KEY_FILE (--api-key-file) holds API keys: it needs auth mode "
+                f"api-key, not {self.auth_mode}"
+            )
+        if self.api_key_secret_arn:
+            raise ValueError(
+                f"{ENV_PREFIX}API_KEY_FILE and {ENV_PREFIX}API_KEY_SECRET_ARN are both set: "
+                "the keys come from one source, the file or the secret"
+            )
+        return self
 
     @model_validator(mode="after")
     def _staleness_covers_the_cache(self) -> Settings:
@@ -106,7 +139,9 @@ class Settings(BaseSettings):
             )
         return self
 
-    @field_validator("model_dir", "model_manifest_path", "onnx_model_path", "tokenizer_path")
+    @field_validator(
+        "model_dir", "model_manifest_path", "onnx_model_path", "tokenizer_path", "api_key_file"
+    )
     @classmethod
     def _expand(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None

@@ -100,9 +100,7 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
         "(http://host:8000 or http://host:8000/v1)",
     )
     group.add_argument("--model", help="with --url: the model id (default: the served one)")
-    group.add_argument(
-        "--api-key", help="with --url: the API key (default: $SIGLIP_API_KEY or $OPENAI_API_KEY)"
-    )
+    group.add_argument("--api-key", help="with --url: the API key (default: $SIGLIP_API_KEY)")
     group.add_argument("--threads", type=int, help="ONNX Runtime threads (in process)")
     group.add_argument(
         "--batch-size", type=int, default=64, help="texts per model call or request (default 64)"
@@ -118,7 +116,9 @@ def open_embedder(args: argparse.Namespace) -> Embedder:
             raise ToolError(
                 "--url needs the openai client of the 'server' extra: pip install -e '.[server]'"
             ) from None
-        key = args.api_key or os.environ.get("SIGLIP_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        # One name for every client tool; never OPENAI_API_KEY, which would send a user's
+        # OpenAI secret to whatever --url names.
+        key = args.api_key or os.environ.get("SIGLIP_API_KEY")
         return RemoteEmbedder(openai_base_url(args.url), model=args.model, api_key=key)
     overrides: dict[str, object] = {"max_text_batch_size": max(1, args.batch_size)}
     if args.demo:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import socket
 import ssl
 import statistics
@@ -41,7 +42,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=1, help="inputs per request")
     parser.add_argument("--model", default=None, help="model field (default: omitted)")
     parser.add_argument("--encoding-format", choices=["float", "base64"], default="float")
-    parser.add_argument("--api-key", default=None, help="sent as Authorization: Bearer")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("SIGLIP_API_KEY"),
+        help="sent as Authorization: Bearer (default: $SIGLIP_API_KEY)",
+    )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
     parser.add_argument("--json", dest="json_path", default=None, help="write results here")
 
