@@ -1,6 +1,6 @@
 """Issue 48's small ones: "Try it" installs what its snippet imports, `serve` without a
-model names --demo and --model-dir, the pre-traffic hook has the dependency manifest
-`sam build` looks for, and the repository has the LICENSE pyproject names."""
+model names --demo and --model-dir, and the repository has the LICENSE pyproject names.
+(The pre-traffic hook's quiet `sam build`: tests/functional/test_deploy_hook_build.py.)"""
 
 from __future__ import annotations
 
@@ -58,15 +58,6 @@ def test_serve_without_a_model_names_demo_and_model_dir(
     err = capsys.readouterr().err
     assert status == 1
     assert "--demo" in err and "--model-dir" in err
-
-
-def test_the_pre_traffic_hook_has_a_manifest_that_installs_nothing() -> None:
-    # sam build's Python builder warns without requirements.txt and skips pip for one with
-    # only comments (aws-lambda-builders, `_has_at_least_one_package`)
-    lines = (ROOT / "handler" / "deploy_hook" / "requirements.txt").read_text().splitlines()
-
-    assert [line for line in lines if line.strip() and not line.lstrip().startswith("#")] == []
-    assert "CodeUri: handler/deploy_hook/" in (ROOT / "template.yaml").read_text()
 
 
 def test_the_license_file_is_the_one_pyproject_names() -> None:
