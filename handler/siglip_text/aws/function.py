@@ -149,6 +149,8 @@ class LambdaFunction:
             readable = as_mangum_reads(event)
         except SiglipError as refused:
             return proxy_response(error_answer(refused))
+        except Exception as exc:  # a fault in the check itself: still a proxy response
+            return proxy_response(error_answer(unexpected_error(exc, self.logger)))
         try:
             return self._traced(readable, context)
         except Exception as exc:
