@@ -88,8 +88,8 @@ def as_mangum_reads(event: Any) -> dict[str, Any]:
       with an empty port (``h:``, valid too) and an
       ``X-Forwarded-Port`` that is no number (``443,80`` from a chain of proxies, Mangum
       issue #303) are left out of Mangum's view, so the request is answered as usual;
-    - last, Mangum's own reading of the request (its ASGI scope) is tried on the event as it
-      will be handed over: whatever it still cannot read is a 400 too, never a 500.
+    - last, the handler (aws/function.py) tries Mangum's own reading of the request (its
+      ASGI scope) on the event as handed over: whatever it still cannot read is a 400 too.
     """
     if not isinstance(event, dict) or not isinstance(event.get("requestContext"), dict):
         raise InvalidInputError(
@@ -112,7 +112,6 @@ def as_mangum_reads(event: Any) -> dict[str, Any]:
     if event.get("isBase64Encoded"):
         readable["body"], readable["isBase64Encoded"] = _decoded(event.get("body")), False
     _drop(readable, _unreadable_server_headers(_server_headers(event)))
-    _try_mangum(readable, shape)
     return readable
 
 
@@ -214,26 +213,6 @@ def _lists_map(values: dict[Any, Any]) -> bool:
         _utf8(k) and isinstance(v, list) and all(_utf8(item) for item in v)
         for k, v in values.items()
     )
-
-
-def _try_mangum(readable: dict[str, Any], shape: str) -> None:
-    """Mangum's own reading of the request's scope (cheap: no body, no app), or a 400."""
-    from mangum.adapter import HANDLERS
-    from mangum.types import LambdaConfig
-
-    config = LambdaConfig(api_gateway_base_path="/", text_mime_types=[], exclude_headers=[])
-    context: Any = None  # Mangum's scope keeps the context; it reads nothing of it
-    try:
-        for handler in HANDLERS:
-            if handler.infer(readable, context, config):
-                _ = handler(readable, context, config).scope
-                return
-    except Exception as exc:
-        raise InvalidInputError(
-            f"the Lambda event ({shape}) cannot be read as a request: {type(exc).__name__} "
-            "reading its fields"
-        ) from None
-    raise InvalidInputError(f"the Lambda event ({shape}) is not a request this function reads")
 
 
 def _decoded(body: Any) -> bytes:

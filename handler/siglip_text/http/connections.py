@@ -97,6 +97,7 @@ def guarded_protocol(
             self._header_bytes = 0
             self._tail = b""  # the last bytes of the head so far: its end may straddle reads
             self._idle_since = 0.0
+            self._refuse_after_answer = False
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
@@ -107,20 +108,65 @@ def guarded_protocol(
                 transport.close()
 
         def data_received(self, data: bytes) -> None:
+            if self._closing():
+                # After an answer that closes the connection nothing more is read as a
+                # request (RFC 9112 section 9.6): the bytes are dropped, unanswered.
+                return
+            # Bytes count toward the next head while it is awaited, and also while a request
+            # whose body is all read runs: under httptools they are the pipelined next
+            # request's, which llhttp would otherwise take in without bound.
+            counting = self._header_timer is not None or _between_requests(self)
             # The bound is checked before the parser sees the bytes: h11 would refuse first,
             # and a head that completes within one read would otherwise pass unmeasured.
-            if self._header_timer is not None and self._head_too_large(data):
-                if not self.transport.is_closing():
-                    self.transport.write(too_large)
-                    self.transport.close()
+            if counting and self._head_too_large(data):
+                self._refuse_head()
                 return
             before = self.cycle
             super().data_received(data)
             if self.cycle is not before:  # a request's headers are complete
                 self._stop_waiting()
-            elif self._header_timer is not None:
+                self._header_bytes, self._tail = 0, b""
+            elif counting:
                 self._header_bytes += len(data)
                 self._tail = (self._tail + data)[-3:]
+            if _chunk_past_64_bits(self, len(data)):
+                self.send_400_response("a chunk size past 64 bits")
+
+        def _refuse_head(self) -> None:
+            """A head past the bound: a 431 now if no answer is under way, else once it is
+            sent; nothing more is read meanwhile."""
+            if self.transport.is_closing():
+                return
+            if _idle(self):
+                self.transport.write(too_large)
+                self.transport.close()
+            else:
+                self._refuse_after_answer = True
+                self.transport.pause_reading()
+
+        def _closing(self) -> bool:
+            """The request in progress is all read and it, or its answer, closes the
+            connection (``Connection: close``, HTTP/1.0): what follows is no request."""
+            cycle = self.cycle
+            if cycle is None or cycle.more_body:
+                return False
+            conn = getattr(self, "conn", None)  # h11's state machine; httptools has none
+            if conn is not None:
+                import h11
+
+                closed = (h11.MUST_CLOSE, h11.CLOSED)
+                return conn.their_state in closed or conn.our_state in closed
+            return not cycle.keep_alive
+
+        if hasattr(base, "on_headers_complete"):  # httptools: the target as received
+
+            def on_headers_complete(self) -> None:
+                target = self.url
+                super().on_headers_complete()
+                # llhttp's path drops an absolute-form target's authority, which RFC 9112
+                # section 3.2.2 puts in Host's place: keep the target as h11 does.
+                if _absolute_form(target) and isinstance(self.scope, dict):
+                    self.scope["raw_path"] = target.partition(b"?")[0]
 
         def _head_too_large(self, data: bytes) -> bool:
             """Whether the head being received, with ``data``, passes `MAX_HEADER_BYTES`."""
@@ -133,6 +179,9 @@ def guarded_protocol(
             and the connection closed (where the parser stopped, the stream has no framing)."""
             if self.transport.is_closing():
                 return
+            if self._closing():  # bytes after a close: no request, nothing to answer
+                self.transport.close()
+                return
             # Bytes refused inside the body of a request already answered (or being answered)
             # are that request's: a second answer to it would only confuse; the close says it.
             cycle = self.cycle
@@ -142,6 +191,9 @@ def guarded_protocol(
             self.transport.close()
 
         def on_response_complete(self) -> None:
+            if self._refuse_after_answer and not self.transport.is_closing():
+                self.transport.write(too_large)  # the next head passed the bound meanwhile
+                self.transport.close()
             super().on_response_complete()
             if not self.transport.is_closing() and _idle(self):
                 self._await_headers()  # the next request on this connection
@@ -151,9 +203,9 @@ def guarded_protocol(
             super().connection_lost(exc)
 
         def _await_headers(self) -> None:
+            # The count is not reset: bytes of the next head that came while the answer
+            # was under way are in it already (it restarts when a head completes).
             self._stop_waiting()
-            self._header_bytes = 0
-            self._tail = b""
             self._idle_since = self.loop.time()
             self._header_timer = self.loop.call_later(header_timeout, self._headers_late)
 
@@ -243,6 +295,28 @@ def framing_refusal(scope: dict[str, Any]) -> SiglipError | None:
     return None
 
 
+def origin_form(scope: dict[str, Any]) -> dict[str, Any]:
+    """A request whose target is in absolute form (``POST http://host/v1/embeddings``) as
+    the same request in origin form: its path alone, and the target's authority in place of
+    every ``Host`` header ("the server MUST ignore the received Host header field (if any)
+    and instead use the host information of the request-target", RFC 9112 section 3.2.2),
+    so that the Host guard checks the authority the client named. Both parsers keep the
+    whole target in ``raw_path`` (h11 does; the protocol puts it back under httptools)."""
+    from urllib.parse import unquote
+
+    _, _, rest = scope["raw_path"].partition(b"://")
+    authority, slash, path = rest.partition(b"/")
+    raw_path = slash + path if slash else b"/"
+    headers = [(n, v) for n, v in scope["headers"] if n != b"host"]
+    root = scope.get("root_path", "")
+    return {
+        **scope,
+        "raw_path": root.encode("ascii") + raw_path,
+        "path": root + unquote(raw_path.decode("latin-1")),
+        "headers": [*headers, (b"host", authority)],
+    }
+
+
 def head_size(scope: dict[str, Any]) -> int:
     """The bytes of a request's line and headers as parsed (their whitespace normalized)."""
     target = len(scope["raw_path"]) + (
@@ -257,6 +331,8 @@ def _framing_guard(app: Any) -> Any:
     closed (``Connection: close``), its body never read."""
 
     async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and _absolute_form(scope.get("raw_path")):
+            scope = origin_form(scope)
         refusal = framing_refusal(scope) if scope["type"] == "http" else None
         if refusal is None:
             await app(scope, receive, send)
@@ -293,6 +369,28 @@ def _parser_protocol(parser: Parser) -> type[asyncio.Protocol]:
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
     return AutoHTTPProtocol
+
+
+def _between_requests(connection: Any) -> bool:
+    """A request is all read (its body too) and its answer not yet sent: what arrives now is
+    the next request's."""
+    cycle = connection.cycle
+    return cycle is not None and not cycle.more_body and not cycle.response_complete
+
+
+def _chunk_past_64_bits(connection: Any, read: int) -> bool:
+    """Under h11, whether the chunk being read declared a size past 64 bits, which llhttp
+    (httptools) refuses at once: h11 takes up to 20 hex digits and would wait for the bytes
+    (``read``: the bytes just fed, some of which the chunk may have taken)."""
+    reader = getattr(getattr(connection, "conn", None), "_reader", None)
+    left = getattr(reader, "_bytes_in_chunk", 0)
+    return isinstance(left, int) and left >= 2**64 - read
+
+
+def _absolute_form(target: Any) -> bool:
+    """Whether a request target is in absolute form (``http://host/path``, RFC 9112
+    section 3.2.2), not origin form (``/path``)."""
+    return isinstance(target, bytes) and not target.startswith(b"/") and b"://" in target
 
 
 def _idle(connection: Any) -> bool:
