@@ -97,7 +97,7 @@ def guarded_protocol(
             self._header_bytes = 0
             self._tail = b""  # the last bytes of the head so far: its end may straddle reads
             self._idle_since = 0.0
-            self._refuse_after_answer = False
+            self._after_answer: bytes | None = None  # a refusal of the next request
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
@@ -116,6 +116,12 @@ def guarded_protocol(
             # whose body is all read runs: under httptools they are the pipelined next
             # request's, which llhttp would otherwise take in without bound.
             counting = self._header_timer is not None or _between_requests(self)
+            if counting and not self._header_bytes:
+                # Empty lines before a request line are ignored (RFC 9112 section 2.2), as
+                # llhttp does; h11 refuses them.
+                data = data.lstrip(b"\r\n")
+                if not data:
+                    return
             # The bound is checked before the parser sees the bytes: h11 would refuse first,
             # and a head that completes within one read would otherwise pass unmeasured.
             if counting and self._head_too_large(data):
@@ -141,8 +147,13 @@ def guarded_protocol(
                 self.transport.write(too_large)
                 self.transport.close()
             else:
-                self._refuse_after_answer = True
-                self.transport.pause_reading()
+                self._answer_after(too_large)
+
+        def _answer_after(self, refusal: bytes) -> None:
+            """Refuse the next request once the answer under way is sent (answers go out in
+            order), reading nothing more meanwhile."""
+            self._after_answer = refusal
+            self.transport.pause_reading()
 
         def _closing(self) -> bool:
             """The request in progress is all read and it, or its answer, closes the
@@ -167,6 +178,8 @@ def guarded_protocol(
                 # section 3.2.2 puts in Host's place: keep the target as h11 does.
                 if _absolute_form(target) and isinstance(self.scope, dict):
                     self.scope["raw_path"] = target.partition(b"?")[0]
+                if b"#" in target and isinstance(self.scope, dict):  # llhttp drops it too
+                    self.scope["raw_path"] = target
 
         def _head_too_large(self, data: bytes) -> bool:
             """Whether the head being received, with ``data``, passes `MAX_HEADER_BYTES`."""
@@ -182,6 +195,12 @@ def guarded_protocol(
             if self._closing():  # bytes after a close: no request, nothing to answer
                 self.transport.close()
                 return
+            if _between_requests(self) and not self.cycle.response_started:
+                # The bytes refused are the next request's (the one running is all read):
+                # its answer first, as h11 does (it reads nothing until then).
+                logger.warning("answered 400: the request is not valid HTTP/1.1")
+                self._answer_after(unparsable)
+                return
             # Bytes refused inside the body of a request already answered (or being answered)
             # are that request's: a second answer to it would only confuse; the close says it.
             cycle = self.cycle
@@ -191,8 +210,8 @@ def guarded_protocol(
             self.transport.close()
 
         def on_response_complete(self) -> None:
-            if self._refuse_after_answer and not self.transport.is_closing():
-                self.transport.write(too_large)  # the next head passed the bound meanwhile
+            if self._after_answer is not None and not self.transport.is_closing():
+                self.transport.write(self._after_answer)  # the next request's refusal
                 self.transport.close()
             super().on_response_complete()
             if not self.transport.is_closing() and _idle(self):
@@ -248,6 +267,9 @@ def framing_refusal(scope: dict[str, Any]) -> SiglipError | None:
     it need not be): what either of uvicorn's parsers lets through and RFC 9112 refuses.
 
     - a head past `MAX_HEADER_BYTES` (431);
+    - an HTTP version other than 1.0 and 1.1, a target that is no path (``*``,
+      ``v1/embeddings``) or has a fragment (sections 2.3, 3.2: what h11 passes on and
+      llhttp refuses);
     - no ``Host`` in HTTP/1.1, or more than one (section 3.2: 400);
     - ``Transfer-Encoding`` with ``Content-Length``, or in HTTP/1.0, or other than ``chunked``
       alone (section 6.1: the framing is ambiguous or unknown; the connection must close);
@@ -258,6 +280,17 @@ def framing_refusal(scope: dict[str, Any]) -> SiglipError | None:
     """
     if head_size(scope) > MAX_HEADER_BYTES:
         return head_too_large()
+    if scope["http_version"] not in ("1.0", "1.1"):
+        return InvalidFramingError(
+            f"HTTP/{scope['http_version']} is not served here: send HTTP/1.1 (RFC 9112 "
+            "section 2.3; llhttp refuses any other version, h11 reads 1.x as 1.1)"
+        )
+    target = scope["raw_path"]
+    if not target.startswith(b"/") or b"#" in target or b"#" in scope["query_string"]:
+        return InvalidFramingError(
+            "the request target is not a path: it starts with '/' and has no fragment "
+            "(RFC 9112 section 3.2; or an absolute URI, http://host/path)"
+        )
     values: dict[bytes, list[bytes]] = {}
     for name, value in scope["headers"]:
         values.setdefault(name, []).append(value)
