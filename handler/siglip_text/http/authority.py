@@ -29,9 +29,11 @@ def authority_host(value: str) -> str | None:
         return found["host"].lower()
     if _IPV_FUTURE.fullmatch(literal):
         return f"[{literal.lower()}]"
+    if "%" in literal:  # a zone (RFC 6874): Python reads it as a scope; no host of ours
+        return None
     try:
         return f"[{ipaddress.IPv6Address(literal).compressed}]"
-    except ValueError:  # a zone (RFC 6874) or no address: not a host this server is
+    except ValueError:  # no address
         return None
 
 
