@@ -192,10 +192,15 @@ def guarded_protocol(
             and the connection closed (where the parser stopped, the stream has no framing)."""
             if self.transport.is_closing():
                 return
-            if self._closing():  # bytes after a close: no request, nothing to answer
-                self.transport.close()
+            if self._closing():
+                # Bytes after a close are no request: nothing to answer, and the answer under
+                # way (which closes the connection) is not cut.
+                if self.cycle.response_complete:
+                    self.transport.close()
+                else:
+                    self.transport.pause_reading()
                 return
-            if _between_requests(self) and not self.cycle.response_started:
+            if _between_requests(self):
                 # The bytes refused are the next request's (the one running is all read):
                 # its answer first, as h11 does (it reads nothing until then).
                 logger.warning("answered 400: the request is not valid HTTP/1.1")
