@@ -72,7 +72,9 @@ def through_serve(name: str, route: str) -> dict[str, object]:
 
 
 def rest_event(route: str, body: str) -> dict[str, object]:
-    event: dict[str, object] = json.loads(Path("events/rest-embeddings-text.json").read_text())
+    from devkit.events import EVENTS
+
+    event: dict[str, object] = json.loads((EVENTS / "rest-embeddings-text.json").read_text())
     event.update(path=route, resource=route, body=body, isBase64Encoded=False)
     return event
 
@@ -120,7 +122,8 @@ def lambda_leg(name: str, route: str) -> None:
 
 def through_lambda(name: str, route: str) -> dict[str, object]:
     command = [sys.executable, "-m", "benchmarks.count_memory", "--leg", name, route]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    root = Path(__file__).resolve().parents[1]  # where `benchmarks` imports from
+    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=root)
     record: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return record
 
