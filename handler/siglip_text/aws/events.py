@@ -153,7 +153,11 @@ def _missing(event: dict[str, Any]) -> list[str]:
 
 def _malformed(event: dict[str, Any]) -> list[str]:
     """The fields Mangum reads as strings (or lists, or maps, of strings) that are not, or
-    that hold a lone surrogate (no UTF-8 encodes it)."""
+    that hold a lone surrogate (no UTF-8 encodes it). The types are the payload formats'
+    own (API Gateway's "Payload format structure": ``headers`` a map of strings, 1.0's
+    ``multiValueHeaders`` lists of strings, 2.0's ``rawQueryString`` a string and ``cookies``
+    a list of strings, https://docs.aws.amazon.com/apigateway/latest/developerguide/
+    http-api-develop-integrations-lambda.html), so no event a gateway sends is refused."""
     found: list[str] = []
     v2 = event.get("version") == "2.0"
     headers = event.get("headers")
