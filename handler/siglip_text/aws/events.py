@@ -71,7 +71,14 @@ def as_mangum_reads(event: Any) -> dict[str, Any]:
     502", https://docs.aws.amazon.com/lambda/latest/dg/services-apigateway-errors.html),
     which OpenAI clients retry; so they are answered here instead:
 
-    - no ``requestContext``, or none of the fields Mangum reads for its request: a 400;
+    - no ``requestContext``, neither a ``version`` (HTTP API, function URL) nor a
+      ``resource`` (REST API), or a field Mangum reads for its request absent or not of the
+      type it reads it as (`_malformed`: the method and path, every header name and value a
+      string, a REST event's multiValueHeaders lists of strings, query parameters, v2's
+      ``rawQueryString`` and ``cookies``, the body a string or null): a 400 naming the
+      event's shape and the fields;
+    - any of those strings with a lone surrogate (JSON can carry ``\\ud800``; UTF-8
+      cannot): a 400, as Mangum would raise encoding it;
     - ``isBase64Encoded`` with a body that is not base64: a 400. A good body is decoded here
       once and handed to Mangum as bytes (which it takes as they are);
     - a ``Host`` that is no host name (or IPv6 literal) and port of digits (RFC 9112
@@ -80,17 +87,25 @@ def as_mangum_reads(event: Any) -> dict[str, Any]:
       reads: an IPv6 literal ``Host`` (``[::1]:443``, valid, which Mangum cannot split), one
       with an empty port (``h:``, valid too) and an
       ``X-Forwarded-Port`` that is no number (``443,80`` from a chain of proxies, Mangum
-      issue #303) are left out of Mangum's view, so the request is answered as usual.
+      issue #303) are left out of Mangum's view, so the request is answered as usual;
+    - last, the handler (aws/function.py) tries Mangum's own reading of the request (its
+      ASGI scope) on the event as handed over: whatever it still cannot read is a 400 too.
     """
     if not isinstance(event, dict) or not isinstance(event.get("requestContext"), dict):
         raise InvalidInputError(
             "the Lambda event is not an API Gateway or function URL request: no requestContext"
         )
-    missing = _missing(event)
+    shape = event_shape(event)
+    if shape is None:
+        raise InvalidInputError(
+            "the Lambda event is not an API Gateway or function URL request: it has neither "
+            "a version (HTTP API, function URL) nor a resource (REST API)"
+        )
+    missing = _missing(event) or _malformed(event)  # the second reads what the first checks
     if missing:
         raise InvalidInputError(
-            "the Lambda event is not an API Gateway or function URL request: it lacks "
-            "(or has malformed) " + ", ".join(missing)
+            f"the Lambda event ({shape}) cannot be read: it lacks (or has malformed) "
+            + ", ".join(dict.fromkeys(missing))
         )
     readable = dict(event)
     readable["headers"] = event.get("headers") or {}
@@ -102,6 +117,17 @@ def as_mangum_reads(event: Any) -> dict[str, Any]:
 
 #: The headers Mangum parses into the ASGI scope's ``server`` pair.
 SERVER_HEADERS = ("host", "x-forwarded-port")
+
+
+def event_shape(event: dict[str, Any]) -> str | None:
+    """Which proxy event this is, as Mangum tells them apart (None: none it serves here)."""
+    if "elb" in event["requestContext"]:
+        return None  # an Application Load Balancer's: not a front this function is built for
+    if "version" in event:
+        return "HTTP API v2 or function URL" if event["version"] == "2.0" else "HTTP API v1"
+    if "resource" in event:
+        return "REST API v1"
+    return None
 
 
 def _missing(event: dict[str, Any]) -> list[str]:
@@ -123,6 +149,74 @@ def _missing(event: dict[str, Any]) -> list[str]:
         if event.get(name) is not None and not isinstance(event[name], dict):
             missing.append(name)
     return missing
+
+
+def _malformed(event: dict[str, Any]) -> list[str]:
+    """The fields Mangum reads as strings (or lists, or maps, of strings) that are not, or
+    that hold a lone surrogate (no UTF-8 encodes it). The types are the payload formats'
+    own (API Gateway's "Payload format structure": ``headers`` a map of strings, 1.0's
+    ``multiValueHeaders`` lists of strings, 2.0's ``rawQueryString`` a string and ``cookies``
+    a list of strings, https://docs.aws.amazon.com/apigateway/latest/developerguide/
+    http-api-develop-integrations-lambda.html), so no event a gateway sends is refused."""
+    found: list[str] = []
+    v2 = event.get("version") == "2.0"
+    headers = event.get("headers")
+    if isinstance(headers, dict) and not _strings_map(headers):
+        found.append("headers (each name and value a string)")
+    multi = event.get("multiValueHeaders")
+    if not v2 and isinstance(multi, dict) and not _lists_map(multi):
+        found.append("multiValueHeaders (each a list of strings)")
+    body = event.get("body")
+    if body is not None and not isinstance(body, str):
+        found.append("body (a string or null)")
+    elif isinstance(body, str) and not event.get("isBase64Encoded") and not _utf8(body):
+        found.append("body (text with a lone surrogate)")
+    if v2:
+        http = event["requestContext"]["http"]
+        found += [f"requestContext.http.{n}" for n in ("method", "path") if not _utf8(http[n])]
+        if not isinstance(event.get("rawQueryString", ""), str) or not _utf8(
+            event.get("rawQueryString", "")
+        ):
+            found.append("rawQueryString (a string)")
+        cookies = event.get("cookies")
+        if cookies and not (isinstance(cookies, list) and all(_utf8(c) for c in cookies)):
+            found.append("cookies (a list of strings)")
+    else:
+        found += [n for n in ("httpMethod", "path") if not _utf8(event[n])]
+        single = event.get("queryStringParameters")
+        if single and not (isinstance(single, dict) and _strings_map(single)):
+            found.append("queryStringParameters (each name and value a string)")
+        several = event.get("multiValueQueryStringParameters")
+        if several and not (isinstance(several, dict) and _lists_map(several)):
+            found.append("multiValueQueryStringParameters (each a list of strings)")
+        identity = event["requestContext"].get("identity") or {}
+        if identity.get("sourceIp") is not None and not _utf8(identity["sourceIp"]):
+            found.append("requestContext.identity.sourceIp")
+    return found
+
+
+def _utf8(text: Any) -> bool:
+    """A string that UTF-8 encodes (no lone surrogate)."""
+    if not isinstance(text, str):
+        return False
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _strings_map(values: dict[Any, Any]) -> bool:
+    return all(_utf8(k) and _utf8(v) for k, v in values.items())
+
+
+def _lists_map(values: dict[Any, Any]) -> bool:
+    return all(
+        _utf8(k) and isinstance(v, list) and all(_utf8(item) for item in v)
+        for k, v in values.items()
+    )
 
 
 def _decoded(body: Any) -> bytes:
@@ -148,7 +242,8 @@ def _server_headers(event: dict[str, Any]) -> dict[str, Any]:
         for name, values in (event.get("multiValueHeaders") or {}).items():
             lowered = str(name).lower()
             if lowered in SERVER_HEADERS:
-                found[lowered] = ", ".join(values) if isinstance(values, list) else ""
+                strings = isinstance(values, list) and all(isinstance(v, str) for v in values)
+                found[lowered] = ", ".join(values) if strings else ""
     return found
 
 

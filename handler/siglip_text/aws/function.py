@@ -22,12 +22,12 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from mangum import Mangum
 
 from ..engine.config import MEMORY_SIZE_VARIABLE, Settings
-from ..engine.errors import SiglipError
+from ..engine.errors import InvalidInputError, SiglipError
 from ..engine.loading import InitPlan, ServiceInit
 from ..engine.service import EmbeddingService
 from ..http.errors import error_answer, unexpected_error
 from ..http.observability import PowertoolsObserver
-from .events import as_mangum_reads, proxy_response
+from .events import as_mangum_reads, event_shape, proxy_response
 from .snapstart import SnapStart, snap_start_init
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -66,7 +66,7 @@ class LambdaFunction:
         #: Set by `serve`: the app, Mangum around it, SnapStart's hooks, the X-Ray tracer.
         self.app: Any = None
         self.settings: Settings | None = None
-        self.asgi_handler: Handler | None = None
+        self.asgi_handler: Mangum | None = None
         self.snapstart: SnapStart | None = None
         self.tracer: Any = None
         self._traced: Handler = self._invoke
@@ -147,12 +147,29 @@ class LambdaFunction:
             return self.snapstart.refused()
         try:
             readable = as_mangum_reads(event)
+            self._mangum_reads(readable, context)
         except SiglipError as refused:
             return proxy_response(error_answer(refused))
+        except Exception as exc:  # a fault in the check itself: still a proxy response
+            return proxy_response(error_answer(unexpected_error(exc, self.logger)))
         try:
             return self._traced(readable, context)
         except Exception as exc:
             return proxy_response(error_answer(unexpected_error(exc, self.logger)))
+
+    def _mangum_reads(self, event: dict[str, Any], context: Any) -> None:
+        """Mangum's own reading of the request (its ASGI scope: no body, no app), or a 400
+        naming the event's shape: what the field checks of events.py missed never makes
+        Mangum raise inside the handler (a 500)."""
+        if self.asgi_handler is None:
+            return
+        try:
+            _ = self.asgi_handler.infer(event, context).scope
+        except Exception as exc:
+            raise InvalidInputError(
+                f"the Lambda event ({event_shape(event)}) cannot be read as a request: "
+                f"{type(exc).__name__} reading its fields"
+            ) from None
 
     def _invoke(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         if self.asgi_handler is None:

@@ -18,7 +18,13 @@ FOREIGN_TOKEN_IDS_HINT = (
 )
 
 
-_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+#: Quotation marks, ASCII and typographic: any of them may open or close what a message
+#: copies from its input, and an apostrophe is one of them (``can't parse 'x'``).
+QUOTE_MARKS = (
+    "'\"`"
+    "\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f\u2039\u203a\u00ab\u00bb"  # ‘’‚‛“”„‟‹›«»
+    "\u300c\u300d\u300e\u300f\uff02\uff07"  # 「」『』＂＇
+)
 _NUMBER_AFTER_EQUALS = re.compile(r"=\s*-?\d+")
 
 
@@ -29,9 +35,28 @@ def scrubbed(text: str, *, keep_quotes: bool = False, limit: int = 300) -> str:
     lines = text.strip().splitlines()
     line = lines[0] if lines else ""
     if not keep_quotes:
-        line = _QUOTED.sub("<quoted>", line)
+        line = unquoted(line)
     line = _NUMBER_AFTER_EQUALS.sub("=<n>", line)
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def unquoted(line: str) -> str:
+    """``line`` with everything from its first quotation mark to its last replaced by
+    ``<quoted>``, and to its end when the last mark may open a quote (a letter or digit
+    follows it, or it is the only one).
+
+    Pairing marks cannot tell an apostrophe from a quote, nor a nested or unbalanced quote
+    from a closed one; one span from the first mark to the last holds every quoted part
+    however it is quoted, at the cost of the unquoted words between two quotes.
+    """
+    marks = [i for i, char in enumerate(line) if char in QUOTE_MARKS]
+    if not marks:
+        return line
+    first, last = marks[0], marks[-1]
+    after = line[last + 1 :]
+    if first == last or (after and (after[0].isalnum() or after[0] == "_")):
+        return line[:first] + "<quoted>"
+    return line[:first] + "<quoted>" + after
 
 
 class SiglipError(Exception):

@@ -97,6 +97,7 @@ def guarded_protocol(
             self._header_bytes = 0
             self._tail = b""  # the last bytes of the head so far: its end may straddle reads
             self._idle_since = 0.0
+            self._after_answer: bytes | None = None  # a refusal of the next request
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
@@ -107,20 +108,78 @@ def guarded_protocol(
                 transport.close()
 
         def data_received(self, data: bytes) -> None:
+            if self._closing():
+                # After an answer that closes the connection nothing more is read as a
+                # request (RFC 9112 section 9.6): the bytes are dropped, unanswered.
+                return
+            # Bytes count toward the next head while it is awaited, and also while a request
+            # whose body is all read runs: under httptools they are the pipelined next
+            # request's, which llhttp would otherwise take in without bound.
+            counting = self._header_timer is not None or _between_requests(self)
+            if counting and not self._header_bytes:
+                # Empty lines before a request line are ignored (RFC 9112 section 2.2), as
+                # llhttp does; h11 refuses them.
+                data = data.lstrip(b"\r\n")
+                if not data:
+                    return
             # The bound is checked before the parser sees the bytes: h11 would refuse first,
             # and a head that completes within one read would otherwise pass unmeasured.
-            if self._header_timer is not None and self._head_too_large(data):
-                if not self.transport.is_closing():
-                    self.transport.write(too_large)
-                    self.transport.close()
+            if counting and self._head_too_large(data):
+                self._refuse_head()
                 return
             before = self.cycle
             super().data_received(data)
             if self.cycle is not before:  # a request's headers are complete
                 self._stop_waiting()
-            elif self._header_timer is not None:
+                self._header_bytes, self._tail = 0, b""
+            elif counting:
                 self._header_bytes += len(data)
                 self._tail = (self._tail + data)[-3:]
+            if _chunk_past_64_bits(self, len(data)):
+                self.send_400_response("a chunk size past 64 bits")
+
+        def _refuse_head(self) -> None:
+            """A head past the bound: a 431 now if no answer is under way, else once it is
+            sent; nothing more is read meanwhile."""
+            if self.transport.is_closing():
+                return
+            if _idle(self):
+                self.transport.write(too_large)
+                self.transport.close()
+            else:
+                self._answer_after(too_large)
+
+        def _answer_after(self, refusal: bytes) -> None:
+            """Refuse the next request once the answer under way is sent (answers go out in
+            order), reading nothing more meanwhile."""
+            self._after_answer = refusal
+            self.transport.pause_reading()
+
+        def _closing(self) -> bool:
+            """The request in progress is all read and it, or its answer, closes the
+            connection (``Connection: close``, HTTP/1.0): what follows is no request."""
+            cycle = self.cycle
+            if cycle is None or cycle.more_body:
+                return False
+            conn = getattr(self, "conn", None)  # h11's state machine; httptools has none
+            if conn is not None:
+                import h11
+
+                closed = (h11.MUST_CLOSE, h11.CLOSED)
+                return conn.their_state in closed or conn.our_state in closed
+            return not cycle.keep_alive
+
+        if hasattr(base, "on_headers_complete"):  # httptools: the target as received
+
+            def on_headers_complete(self) -> None:
+                target = self.url
+                super().on_headers_complete()
+                # llhttp's path drops an absolute-form target's authority, which RFC 9112
+                # section 3.2.2 puts in Host's place: keep the target as h11 does.
+                if _absolute_form(target) and isinstance(self.scope, dict):
+                    self.scope["raw_path"] = target.partition(b"?")[0]
+                if b"#" in target and isinstance(self.scope, dict):  # llhttp drops it too
+                    self.scope["raw_path"] = target
 
         def _head_too_large(self, data: bytes) -> bool:
             """Whether the head being received, with ``data``, passes `MAX_HEADER_BYTES`."""
@@ -133,6 +192,20 @@ def guarded_protocol(
             and the connection closed (where the parser stopped, the stream has no framing)."""
             if self.transport.is_closing():
                 return
+            if self._closing():
+                # Bytes after a close are no request: nothing to answer, and the answer under
+                # way (which closes the connection) is not cut.
+                if self.cycle.response_complete:
+                    self.transport.close()
+                else:
+                    self.transport.pause_reading()
+                return
+            if _between_requests(self):
+                # The bytes refused are the next request's (the one running is all read):
+                # its answer first, as h11 does (it reads nothing until then).
+                logger.warning("answered 400: the request is not valid HTTP/1.1")
+                self._answer_after(unparsable)
+                return
             # Bytes refused inside the body of a request already answered (or being answered)
             # are that request's: a second answer to it would only confuse; the close says it.
             cycle = self.cycle
@@ -142,6 +215,9 @@ def guarded_protocol(
             self.transport.close()
 
         def on_response_complete(self) -> None:
+            if self._after_answer is not None and not self.transport.is_closing():
+                self.transport.write(self._after_answer)  # the next request's refusal
+                self.transport.close()
             super().on_response_complete()
             if not self.transport.is_closing() and _idle(self):
                 self._await_headers()  # the next request on this connection
@@ -151,9 +227,9 @@ def guarded_protocol(
             super().connection_lost(exc)
 
         def _await_headers(self) -> None:
+            # The count is not reset: bytes of the next head that came while the answer
+            # was under way are in it already (it restarts when a head completes).
             self._stop_waiting()
-            self._header_bytes = 0
-            self._tail = b""
             self._idle_since = self.loop.time()
             self._header_timer = self.loop.call_later(header_timeout, self._headers_late)
 
@@ -196,6 +272,9 @@ def framing_refusal(scope: dict[str, Any]) -> SiglipError | None:
     it need not be): what either of uvicorn's parsers lets through and RFC 9112 refuses.
 
     - a head past `MAX_HEADER_BYTES` (431);
+    - an HTTP version other than 1.0 and 1.1, a target that is no path (``*``,
+      ``v1/embeddings``) or has a fragment (sections 2.3, 3.2: what h11 passes on and
+      llhttp refuses);
     - no ``Host`` in HTTP/1.1, or more than one (section 3.2: 400);
     - ``Transfer-Encoding`` with ``Content-Length``, or in HTTP/1.0, or other than ``chunked``
       alone (section 6.1: the framing is ambiguous or unknown; the connection must close);
@@ -206,6 +285,17 @@ def framing_refusal(scope: dict[str, Any]) -> SiglipError | None:
     """
     if head_size(scope) > MAX_HEADER_BYTES:
         return head_too_large()
+    if scope["http_version"] not in ("1.0", "1.1"):
+        return InvalidFramingError(
+            f"HTTP/{scope['http_version']} is not served here: send HTTP/1.1 (RFC 9112 "
+            "section 2.3; llhttp refuses any other version, h11 reads 1.x as 1.1)"
+        )
+    target = scope["raw_path"]
+    if not target.startswith(b"/") or b"#" in target or b"#" in scope["query_string"]:
+        return InvalidFramingError(
+            "the request target is not a path: it starts with '/' and has no fragment "
+            "(RFC 9112 section 3.2; or an absolute URI, http://host/path)"
+        )
     values: dict[bytes, list[bytes]] = {}
     for name, value in scope["headers"]:
         values.setdefault(name, []).append(value)
@@ -243,6 +333,28 @@ def framing_refusal(scope: dict[str, Any]) -> SiglipError | None:
     return None
 
 
+def origin_form(scope: dict[str, Any]) -> dict[str, Any]:
+    """A request whose target is in absolute form (``POST http://host/v1/embeddings``) as
+    the same request in origin form: its path alone, and the target's authority in place of
+    every ``Host`` header ("the server MUST ignore the received Host header field (if any)
+    and instead use the host information of the request-target", RFC 9112 section 3.2.2),
+    so that the Host guard checks the authority the client named. Both parsers keep the
+    whole target in ``raw_path`` (h11 does; the protocol puts it back under httptools)."""
+    from urllib.parse import unquote
+
+    _, _, rest = scope["raw_path"].partition(b"://")
+    authority, slash, path = rest.partition(b"/")
+    raw_path = slash + path if slash else b"/"
+    headers = [(n, v) for n, v in scope["headers"] if n != b"host"]
+    root = scope.get("root_path", "")
+    return {
+        **scope,
+        "raw_path": root.encode("ascii") + raw_path,
+        "path": root + unquote(raw_path.decode("latin-1")),
+        "headers": [*headers, (b"host", authority)],
+    }
+
+
 def head_size(scope: dict[str, Any]) -> int:
     """The bytes of a request's line and headers as parsed (their whitespace normalized)."""
     target = len(scope["raw_path"]) + (
@@ -257,6 +369,8 @@ def _framing_guard(app: Any) -> Any:
     closed (``Connection: close``), its body never read."""
 
     async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and _absolute_form(scope.get("raw_path")):
+            scope = origin_form(scope)
         refusal = framing_refusal(scope) if scope["type"] == "http" else None
         if refusal is None:
             await app(scope, receive, send)
@@ -293,6 +407,28 @@ def _parser_protocol(parser: Parser) -> type[asyncio.Protocol]:
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
     return AutoHTTPProtocol
+
+
+def _between_requests(connection: Any) -> bool:
+    """A request is all read (its body too) and its answer not yet sent: what arrives now is
+    the next request's."""
+    cycle = connection.cycle
+    return cycle is not None and not cycle.more_body and not cycle.response_complete
+
+
+def _chunk_past_64_bits(connection: Any, read: int) -> bool:
+    """Under h11, whether the chunk being read declared a size past 64 bits, which llhttp
+    (httptools) refuses at once: h11 takes up to 20 hex digits and would wait for the bytes
+    (``read``: the bytes just fed, some of which the chunk may have taken)."""
+    reader = getattr(getattr(connection, "conn", None), "_reader", None)
+    left = getattr(reader, "_bytes_in_chunk", 0)
+    return isinstance(left, int) and left >= 2**64 - read
+
+
+def _absolute_form(target: Any) -> bool:
+    """Whether a request target is in absolute form (``http://host/path``, RFC 9112
+    section 3.2.2), not origin form (``/path``)."""
+    return isinstance(target, bytes) and not target.startswith(b"/") and b"://" in target
 
 
 def _idle(connection: Any) -> bool:

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..engine.errors import SiglipError
+from . import authority
 from .asgi import Scope
 from .errors import (
     API_PREFIX,
@@ -216,13 +217,9 @@ def doubled_authorization(head: Head) -> InvalidHeaderError | None:
 
 
 def host_allowed(host: bytes | None, allowed: frozenset[str]) -> bool:
-    """Whether the ``Host`` header names one of ``allowed`` (any port); none sent is allowed."""
-    if host is None:
-        return True
-    name = host.decode("latin-1").strip().lower()
-    bracketed = name.startswith("[")  # an IPv6 literal, its port after the bracket
-    name = name[: name.find("]") + 1] if bracketed else name.rsplit(":", 1)[0]
-    return name in allowed
+    """Whether the ``Host`` header names one of ``allowed`` (any port), read as an RFC 3986
+    authority (`authority.host_allowed`); none sent is allowed."""
+    return authority.host_allowed(host, allowed)
 
 
 def shutting_down() -> ShuttingDownError:
