@@ -438,3 +438,54 @@ def served(model_dir: Path) -> Iterator[str]:
             process.kill()
             process.wait(timeout=10)
         Path(log.name).unlink(missing_ok=True)
+
+
+#: The benchmarks docs/performance.md, docs/api.md, docs/cpus.md and docs/managed-instances.md
+#: run on a bundle, with few runs (what they print, not their figures, is checked here).
+BENCHMARKS = {
+    "session_options": ("--bundle", "{dir}", "--runs", "10"),
+    "sizes": ("--bundle", "{name}={dir}", "--runs", "3"),
+    "int8_forms": ("--bundle", "{name}={dir}", "--runs", "3"),
+    "request_memory": ("--model-dir", "{dir}", "--body", "ascii"),
+    "managed_instances": ("--bundle", "{name}={dir}", "--measure", "--seconds", "1"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", sorted(BENCHMARKS))
+def test_documented_benchmark_runs_on_the_bundle(bundle: Bundle, module: str) -> None:
+    # python -m benchmarks.MODULE --bundle DIR ... (each as its page shows it)
+    args = [a.format(dir=bundle.directory, name=bundle.name) for a in BENCHMARKS[module]]
+    done = run_module(f"benchmarks.{module}", *args, timeout=600)
+    if module == "managed_instances" and bundle.checkpoint is None:
+        # The demo was not exported: its manifest has no memory need, and the tool says so
+        # (its page runs it on exported bundles, or with --need).
+        assert done.returncode == 2 and "records no memory need" in done.stderr, done.stderr
+        return
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.stdout.strip(), done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_fidelity_on_this_cpu_compares_the_bundle_with_its_fp32_export(
+    bundle: Bundle, request: pytest.FixtureRequest
+) -> None:
+    # siglip-text fidelity INT8_BUNDLE --fp32 FP32_BUNDLE --cpu native (docs/cpus.md); the
+    # emulated CPUs need qemu-user and root (tests/functional/test_cpus.py)
+    if bundle.checkpoint is None:
+        fp32 = bundle.directory  # the demo is fp32 itself
+    else:
+        fp32 = real_bundle.fp32_sibling(request.getfixturevalue("real"))
+    argv = ["fidelity", str(bundle.directory), "--fp32", str(fp32), "--cpu", "native"]
+    done = subprocess.run(
+        [*real_bundle.siglip_text_command(), *argv, "--texts", "8", "--corpus", "64"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    native = json.loads(done.stdout)["cpus"]["native"]
+    assert native["cosine"]["count"] == 8
+    assert native["cosine"]["cosine_min"] > 0.99, native

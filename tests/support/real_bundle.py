@@ -88,8 +88,8 @@ def real_bundle(tmp_path_factory: pytest.TempPathFactory) -> RealBundle:
 
 def recipe_stamp(source: Path) -> str:
     """What the bundle depends on: this recipe, the export code, the tokenizer files."""
-    digest = hashlib.sha256()
-    parts = [Path(__file__), *sorted((ROOT / "handler" / "siglip_text").rglob("*.py"))]
+    digest = hashlib.sha256(repr((REPOSITORY, REVISION, SEED, HIDDEN, LAYERS, DIMENSION)).encode())
+    parts = sorted((ROOT / "handler" / "siglip_text").rglob("*.py"))
     parts += [source / "tokenizer.json", source / "tokenizer_config.json"]
     for path in parts:
         digest.update(path.name.encode())
@@ -110,6 +110,23 @@ def build(home: Path) -> RealBundle:
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     checkpoint = write_checkpoint(source, home / "checkpoint")
+    export_s = export(checkpoint, home / "bundle", "int8")
+    record.write_text(json.dumps({"stamp": stamp, "export_s": export_s}))
+    return RealBundle(home / "bundle", checkpoint, export_s)
+
+
+def fp32_sibling(made: RealBundle) -> Path:
+    """The fp32 bundle of the same checkpoint (``siglip-text fidelity``'s ``--fp32``), made
+    beside the int8 one on first use."""
+    out = made.bundle.with_name("bundle-fp32")
+    if not (out / "manifest.json").is_file():
+        shutil.rmtree(out, ignore_errors=True)
+        export(made.checkpoint, out, "fp32")
+    return out
+
+
+def export(checkpoint: Path, out: Path, precision: str) -> float:
+    """``siglip-text export CHECKPOINT --out OUT --precision P`` in a subprocess; seconds."""
     began = time.perf_counter()
     done = subprocess.run(
         [
@@ -117,13 +134,13 @@ def build(home: Path) -> RealBundle:
             "export",
             str(checkpoint),
             "--out",
-            str(home / "bundle"),
+            str(out),
             "--repository",
             REPOSITORY,
             "--revision",
             REVISION,
             "--precision",
-            "int8",
+            precision,
             "--threads",
             "1",
             "--fidelity-corpus",
@@ -135,14 +152,12 @@ def build(home: Path) -> RealBundle:
         timeout=900,
         check=False,
     )
-    export_s = time.perf_counter() - began
     if done.returncode != 0:
         raise AssertionError(
             f"siglip-text export exited {done.returncode}:\n{done.stdout[-3000:]}\n"
             f"{done.stderr[-3000:]}"
         )
-    record.write_text(json.dumps({"stamp": stamp, "export_s": export_s}))
-    return RealBundle(home / "bundle", checkpoint, export_s)
+    return time.perf_counter() - began
 
 
 def siglip_text_command() -> list[str]:
