@@ -209,13 +209,17 @@ def test_verify_passes_against_the_checkpoints_reference(
 ) -> None:
     # siglip-text reference CHECKPOINT --revision SHA queries.txt --out reference.jsonl
     # siglip-text verify --model-dir DIR --reference reference.jsonl (docs/export.md, 2.)
+    #   --images image_embeddings.npy (a sample of the index: here random vectors)
     reference = reference_file(bundle, tmp_path)
+    images = tmp_path / "image_embeddings.npy"
+    rng = np.random.default_rng(48)
+    np.save(images, rng.standard_normal((500, bundle.dimension)).astype(np.float32))
     report = tmp_path / "verify.json"
-    argv = ["verify", "--reference", str(reference), "--json", str(report), *local(bundle)]
-    status = main(argv)
+    argv = ["verify", "--reference", str(reference), "--images", str(images)]
+    status = main([*argv, "--json", str(report), *local(bundle)])
     assert status == 0, capsys.readouterr().out[-3000:]
     checks = json.loads(report.read_text())["checks"]
-    assert {c["name"] for c in checks} >= {"files", "tokenizer", "vectors"}
+    assert {c["name"] for c in checks} == {"files", "tokenizer", "vectors", "retrieval"}
     assert all(c["passed"] for c in checks), checks
 
 
