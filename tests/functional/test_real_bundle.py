@@ -43,7 +43,8 @@ from tests.support.openai_shapes import assert_openai_error, assert_openai_respo
 from tests.support.paths import FIXTURES, ROOT
 from tests.support.servers import free_port
 
-BUNDLES = ("demo", "real-int8")
+#: The real-shaped bundle is exported once per session (a minute or two): its cases are slow.
+BUNDLES = ("demo", pytest.param("real-int8", marks=[pytest.mark.slow, pytest.mark.export]))
 DEMO_MODEL = "siglip-text/synthetic-demo-tiny"
 QUERIES = [
     "a photo of a cat",
