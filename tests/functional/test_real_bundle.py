@@ -142,8 +142,16 @@ def test_every_event_gets_its_documented_status_with_the_bundle_in_place(
             if result.get("isBase64Encoded"):
                 body = base64.b64decode(body).decode()
             answers[path.name] = (result["statusCode"], json.loads(body))
+    # and a custom domain's events with its base path (docs/deploy.md, "Test locally")
+    with built_lambda(bundle.directory, SIGLIP_API_BASE_PATH="siglip") as function:
+        for path in sorted((ROOT / "events" / "custom-domain").glob("*.json")):
+            result = function.handler(json.loads(path.read_text()), LambdaContext())
+            answers[f"custom-domain/{path.name}"] = (
+                result["statusCode"],
+                json.loads(result["body"]),
+            )
     # THEN each event answers as documented: no 404 model_not_found for another bundle
-    assert len(answers) == len(event_files()) >= 20
+    assert len(answers) == len(event_files()) + 2 >= 24
     for name, (status, body) in answers.items():
         assert status == expected_status(name), (name, body)
         if status != 200:
