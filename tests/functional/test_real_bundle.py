@@ -8,9 +8,11 @@ the export command). A documented command that works only on the demo is a defec
 test here takes both.
 
 Where the commands come from: README.md and docs/*.md. Those that need a Docker engine or
-SAM (``sam build``, ``sam local invoke`` with events/*) run in tests/functional/test_sam_local.py
-and test_image.py, on the bundle those tests build with; ``fidelity`` needs qemu-user
-(docs/cpus.md); ``check-deploy`` reads samconfig.toml and the template, no bundle.
+SAM (``sam build``, ``sam local invoke`` with events/*, the image) run in
+tests/functional/test_sam_local.py and test_image.py, on both bundles too; ``fidelity`` runs
+here on this CPU only (its emulated CPUs need qemu-user and root: test_cpus.py);
+``check-deploy`` reads samconfig.toml and the template, no bundle; ``serve --demo`` and the
+client snippets of README.md and docs/clients.md name the demo and its model.
 """
 
 from __future__ import annotations
