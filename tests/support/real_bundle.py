@@ -107,8 +107,12 @@ def build(home: Path) -> RealBundle:
         known = json.loads(record.read_text())
         if known.get("stamp") == stamp and (home / "bundle" / "manifest.json").is_file():
             return RealBundle(home / "bundle", home / "checkpoint", float(known["export_s"]))
-    shutil.rmtree(home, ignore_errors=True)
-    home.mkdir(parents=True)
+    # Only what this module writes: $SIGLIP_REAL_BUNDLE_DIR may name a directory with more.
+    for name in ("checkpoint", "bundle", "bundle-fp32"):
+        shutil.rmtree(home / name, ignore_errors=True)
+    for name in ("bundle.sha256", "bundle-fp32.sha256", record.name):
+        (home / name).unlink(missing_ok=True)
+    home.mkdir(parents=True, exist_ok=True)
     checkpoint = write_checkpoint(source, home / "checkpoint")
     export_s = export(checkpoint, home / "bundle", "int8")
     record.write_text(json.dumps({"stamp": stamp, "export_s": export_s}))
