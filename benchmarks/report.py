@@ -288,6 +288,8 @@ def report(figures: dict[str, Any], bundles: dict[str, str], args: argparse.Name
             f"{init['total_s']:.3f} | 1 | {init['peak_rss_mb']:.0f} | - | - |"
         )
     floor = figures.get("floor", {})
+    if "error" in floor:
+        lines += ["", "## Matmul floor", "", f"Unavailable: {floor['error']}", ""]
     if "shapes" in floor:
         lines += [
             "",

@@ -148,8 +148,9 @@ def measure(
         )
         if 1 in args.batches:
             paired = {"floor_dir": str(floor_dir)}
-    except SystemExit as exc:  # onnx not installed: no floor
-        figures["floor"] = {"error": str(exc).splitlines()[0]}
+    except SystemExit as exc:  # onnx not installed, or no weight product found: no floor
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        figures["floor"] = {"error": lines[-1] if lines else "floor worker failed"}
     for name in order:
         path = bundles[name]
         figures[name] = run_worker(

@@ -185,6 +185,8 @@ def paired_floor(args: argparse.Namespace, precision: str, query: Any) -> dict[s
         return None
     floor_dir = Path(args.floor_dir)
     products = [tuple(p) for p in json.loads((floor_dir / "products.json").read_text())]
+    if not products:
+        return None
 
     def product_ms(m: int, k: int, n: int) -> float:
         # A session of its own, gone once timed: a live session's threads spin after each
@@ -259,6 +261,12 @@ def worker_floor(args: argparse.Namespace) -> dict[str, Any]:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     products = tower_products(args)
+    if not products:
+        # Nothing to time: the run reports the floor as unavailable (`run.measure`).
+        raise SystemExit(
+            f"no weight products found in {Path(args.bundle_dir) / 'text_model.onnx'} "
+            f"(operators read: {', '.join(WEIGHT_INPUT)}); pass --checkpoint for the floor"
+        )
     out: dict[str, Any] = {"products": [list(p) for p in products], "shapes": {}}
     # The product models stay in --floor-dir: the ORT legs measure them again, interleaved
     # with their own queries (`paired_floor`).
@@ -327,10 +335,30 @@ def worker_floor(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+#: Where each weight-product operator takes its constant weight ([k, n]). The plain
+#: operators are what an fp32 export before ORT's optimizer has; the rest are what
+#: ``siglip-text export`` writes: ``Attention`` (q, k and v in one [d, 3d] weight) in an
+#: optimized fp32 graph, and in an int8 one the quantized weights of ``QAttention``,
+#: ``DynamicQuantizeMatMul``, ``MatMulIntegerToFloat`` and ``MatMulInteger``.
+WEIGHT_INPUT = {
+    "MatMul": 1,
+    "Gemm": 1,
+    "FusedMatMul": 1,
+    "FusedGemm": 1,
+    "Attention": 1,
+    "QAttention": 1,
+    "DynamicQuantizeMatMul": 1,
+    "MatMulIntegerToFloat": 1,
+    "MatMulInteger": 1,
+}
+
+
 def tower_products(args: argparse.Namespace, length: int = 64) -> list[tuple[int, int, int, int]]:
     """The weight products of one query as (rows, k, n, count): from the checkpoint's
     config (per layer q, k, v, out [L, d] x [d, d], MLP [L, d] x [d, i] and back, plus the
-    head [1, d] x [d, d]), else every weight MatMul/Gemm of the first bundle at L rows."""
+    head [1, d] x [d, d]), else every operator of the first bundle with a constant 2-D
+    weight (`WEIGHT_INPUT`) at L rows. Empty when the graph has none that it knows: the
+    floor is then unavailable, not zero."""
     if getattr(args, "checkpoint", None):
         config = json.loads((Path(args.checkpoint) / "config.json").read_text())
         text = config.get("text_config", config)
@@ -348,11 +376,13 @@ def tower_products(args: argparse.Namespace, length: int = 64) -> list[tuple[int
     dims = {init.name: list(init.dims) for init in model.graph.initializer}
     counts: dict[tuple[int, int, int], int] = {}
     for node in model.graph.node:
-        if node.op_type in ("MatMul", "Gemm", "FusedMatMul", "FusedGemm"):
-            shape = dims.get(node.input[1]) if len(node.input) > 1 else None
-            if shape and len(shape) == 2:
-                key = (length, shape[0], shape[1])
-                counts[key] = counts.get(key, 0) + 1
+        at = WEIGHT_INPUT.get(node.op_type)
+        if at is None or len(node.input) <= at:
+            continue
+        shape = dims.get(node.input[at])
+        if shape and len(shape) == 2:
+            key = (length, shape[0], shape[1])
+            counts[key] = counts.get(key, 0) + 1
     return [(m, k, n, c) for (m, k, n), c in counts.items()]
 
 

@@ -651,6 +651,19 @@ def test_an_exported_bundle_serves_every_event(run_bundle: Any, tmp_path: Path) 
         serves_every_event(function, bundle, "exported-tiny")
 
 
+def test_the_real_shaped_int8_bundle_serves_every_event(
+    run_bundle: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from tests.support.real_bundle import real_bundle
+
+    # GIVEN what `siglip-text export --precision int8` writes for a SigLIP 2 checkpoint (the
+    # quantized graph, the 256k Gemma tokenizer, 768 dimensions, another model id)
+    bundle = real_bundle(tmp_path_factory).bundle
+    # WHEN it is baked into the image THEN every event gets the in-process handler's answer
+    with run_bundle(bundle) as function:
+        serves_every_event(function, bundle, "real-shaped-int8")
+
+
 def test_a_corrupted_bundle_fails_init_through_the_runtime_with_its_message(
     run_bundle: Any, tmp_path: Path
 ) -> None:

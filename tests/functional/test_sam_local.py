@@ -338,3 +338,40 @@ def test_sam_local_start_lambda_answers_boto3(project: Path) -> None:
             check_answer(name, status, body)
     finally:
         server.stop()
+
+
+def test_sam_local_invoke_after_an_int8_export_answers_200(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    from tests.support.real_bundle import DIMENSION, real_bundle
+
+    # (last in the module: its build takes the function image's tag, which the tests above
+    # ran on, and removes it)
+    # GIVEN "Test locally" after an export: the project with what `siglip-text export
+    # --precision int8` wrote as layers/model (another model id, 768 dimensions), built
+    bundle = real_bundle(tmp_path_factory).bundle
+    model_id = json.loads((bundle / "manifest.json").read_text())["repository"]
+    project = project_copy(bundle, tmp_path_factory.mktemp("sam-local-export"))
+    shutil.copytree(ROOT / "events", project / "events")
+    done = sam(command("sam", "build"), project, timeout=1800)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    try:
+        # WHEN the documented invocation runs, and the same for each frontend's events
+        plain = command("sam", "local", "invoke")
+        event_at = plain.index("--event") + 1
+        names = [plain[event_at].removeprefix("events/")]
+        names += ["http-embeddings-text.json", "url-embeddings-text.json", "rest-health.json"]
+        for name in names:
+            args = [*plain]
+            args[event_at] = f"events/{name}"
+            done = sam(args, project)
+            assert done.stdout.strip(), f"{name}: no answer:\n{done.stderr[-3000:]}"
+            # THEN each answers as with the demo: 200, the exported model's id and width
+            status, body = answer_of(json.loads(done.stdout), name)
+            assert status == 200, (name, body)
+            assert body["model"] == model_id, name
+            if "data" in body:
+                assert_openai_response(body)
+                assert len(body["data"][0]["embedding"]) == DIMENSION, name
+    finally:
+        _docker("rmi", "--force", "sigliptextfunction:latest", timeout=120)
