@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
-from siglip_text.engine.config import load_settings
-from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
+from siglip_text.settings import load_service, load_settings
 
 from tests.support.aws_lambda import built_lambda
 

@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from siglip_text.engine.config import load_settings
 from siglip_text.engine.errors import ModelLoadError
-from siglip_text.engine.loading import load_service
+from siglip_text.settings import load_service, load_settings
 
 from tests.support.graphs import save_graph
 
@@ -218,7 +217,7 @@ def test_lambda_init_starts_the_session_before_it_imports_the_web_stack(demo_dir
         "[m for m in ('fastapi', 'mangum', 'aws_lambda_powertools', 'starlette')"
         " if m in sys.modules]",
         "{'imported_first': [m for found in seen for m in found],"
-        " 'timings': entry.app.state.service.init_timings.as_dict()}",
+        " 'timings': entry.parts.service.init_timings.as_dict()}",
     )
     assert report["imported_first"] == []
     assert set(report["timings"]) >= {"tokenizer_s", "session_s", "session_wait_s", "probe_s"}

@@ -9,9 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from siglip_text.engine.config import demo_model_dir, load_settings
 from siglip_text.engine.errors import ModelLoadError
-from siglip_text.engine.loading import load_service
+from siglip_text.settings import demo_model_dir, load_service, load_settings
 
 from tests.support.aws_lambda import built_lambda
 

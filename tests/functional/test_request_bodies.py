@@ -17,11 +17,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from siglip_text.engine.config import Settings
 from siglip_text.engine.errors import InvalidInputError, SiglipError
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 from siglip_text.http.embeddings import parse_request
+from siglip_text.settings import Settings
 
 from tests.support.asgi import asgi_call
 from tests.support.aws_lambda import (

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..engine.errors import InvalidInputError
 from ..http.errors import ErrorAnswer, InvalidHostError, short
+from .types import ProxyResponse, RestApiEvent
 
 
 def rest_proxy_event(
@@ -25,7 +26,7 @@ def rest_proxy_event(
     body: str | None,
     stage: str,
     request_id: str,
-) -> dict[str, Any]:
+) -> RestApiEvent:
     """The event for one request; ``headers`` as the client sent them."""
     identity = {"sourceIp": "127.0.0.1"}
     if "User-Agent" in headers:
@@ -53,7 +54,7 @@ def rest_proxy_event(
     }
 
 
-def proxy_response(answer: ErrorAnswer) -> dict[str, Any]:
+def proxy_response(answer: ErrorAnswer) -> ProxyResponse:
     """An error answer as the Lambda proxy response API Gateway and function URLs relay."""
     return {
         "statusCode": answer.status,
@@ -63,7 +64,7 @@ def proxy_response(answer: ErrorAnswer) -> dict[str, Any]:
     }
 
 
-def as_mangum_reads(event: Any) -> dict[str, Any]:
+def as_mangum_reads(event: object) -> dict[str, Any]:
     """The event as Mangum can read it, or the error (an OpenAI 400) that says why it cannot.
 
     Checked before any work: Mangum raises on some events, and a function error is a 502

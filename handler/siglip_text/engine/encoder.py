@@ -23,7 +23,7 @@ _INT_TYPES: dict[str, type[np.integer]] = {"tensor(int64)": np.int64, "tensor(in
 
 @dataclass(frozen=True)
 class SessionConfig:
-    """How to build the ORT session (threads are set explicitly: see config.available_cpus)."""
+    """How to build the ORT session (threads are set explicitly: see cpu.usable_cpus)."""
 
     intra_op_threads: int
     allow_spinning: bool = False

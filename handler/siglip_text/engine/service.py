@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .bundle import Manifest
-from .config import CACHE_MAX_BYTES
 from .encoder import OnnxEncoder
 from .errors import InputTooLongError, ModelLoadError, SiglipError
 from .tokenization import COUNT_CHARS, SiglipTokenizer, Token, TokenBatch
@@ -153,7 +152,7 @@ class EmbeddingService:
         encoder: OnnxEncoder,
         *,
         cache_size: int = 0,
-        cache_max_bytes: int = CACHE_MAX_BYTES,
+        cache_max_bytes: int = 0,
         init_timings: InitTimings | None = None,
     ) -> None:
         self.manifest = manifest

@@ -44,8 +44,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from ..engine.config import ENV_PREFIX, Settings
 from ..engine.errors import ConfigError
+from ..settings import ENV_PREFIX, Settings
 from .errors import AuthenticationError, KeysUnavailableError
 from .key_secret import (
     CONNECT_TIMEOUT_SECONDS,

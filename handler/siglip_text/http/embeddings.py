@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..engine.config import MAX_INPUTS_CEILING, Settings
 from ..engine.errors import (
     FOREIGN_TOKEN_IDS_HINT,
     InferenceError,
@@ -28,6 +27,7 @@ from ..engine.errors import (
 )
 from ..engine.limits import Deadline
 from ..engine.service import Embeddings, EmbeddingService, Inputs, TextInputs, TokenIdInputs
+from ..settings import MAX_INPUTS_CEILING, Settings
 from .errors import refuse_unknown_fields, short, unexpected
 from .response_size import check_response_fits
 from .schemas import (

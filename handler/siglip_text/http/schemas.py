@@ -20,8 +20,8 @@ import numpy as np
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-from ..engine.config import MAX_INPUTS_CEILING
 from ..engine.errors import InvalidInputError
+from ..settings import MAX_INPUTS_CEILING
 
 EncodingFormat = Literal["float", "base64"]
 #: Token ids per input (OpenAI's limit per input; this model reads the first 64).

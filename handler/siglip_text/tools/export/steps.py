@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ...aws.sizing import memory_need
 from ...engine.bundle import (
     MANIFEST_FILE,
     ONNX_FILE,
@@ -29,12 +30,11 @@ from ...engine.bundle import (
     TokenizerMerges,
     sha256_file,
 )
-from ...engine.config import available_cpus
+from ...engine.cpu import usable_cpus
 from ...engine.encoder import SessionConfig
 from ...engine.fingerprint import fingerprint as contract_fingerprint
 from ...engine.loading import ServiceInit, graph_optimization_level
 from ...engine.service import EmbeddingService
-from ...engine.sizing import memory_need
 from ...engine.tokenization import SiglipTokenizer
 from ..errors import ToolError
 from ..fingerprint import checkpoint_contract
@@ -427,7 +427,7 @@ def _check_service(state: ExportState, fields: Manifest, onnx_path: Path) -> Emb
     """The files as the runtime loads them (`ServiceInit`, probe included), before any
     manifest file exists; no SIGLIP_* variable applies."""
     session = SessionConfig(
-        intra_op_threads=state.options.threads or available_cpus(),
+        intra_op_threads=state.options.threads or usable_cpus(),
         max_batch_size=32,
         graph_optimization=graph_optimization_level("auto", fields),
     )
