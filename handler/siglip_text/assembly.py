@@ -113,7 +113,6 @@ def assemble_lambda(
         if init.error is not None:  # stopped before its session build: raised first
             raise init.error
         assert isinstance(settings, Settings) and init.plan is not None
-        function.warn_about_memory(memory_warning, init.plan.manifest)
         service = init.service()
         authenticator = (
             build_authenticator(
@@ -138,7 +137,10 @@ def assemble_lambda(
     except Exception:
         function.init_failed()
         raise
-    function.mount(Parts(settings, init.plan, service, authenticator, front, app))
+    function.mount(
+        Parts(settings, init.plan, service, authenticator, front, app),
+        memory_warning=memory_warning,
+    )
     return function
 
 

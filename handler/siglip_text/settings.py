@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .engine.bundle import MANIFEST_FILE, ONNX_FILE, TOKENIZER_FILE, BundlePaths, load_manifest
+from .engine.bundle import MANIFEST_FILE, ONNX_FILE, TOKENIZER_FILE, BundlePaths
 from .engine.errors import ConfigError
 
 if TYPE_CHECKING:
-    from .engine.bundle import Manifest
     from .engine.encoder import SessionConfig
     from .engine.loading import InitPlan
     from .engine.service import EmbeddingService
@@ -150,16 +149,16 @@ class Settings(BaseSettings):
 
         return (cpus or usable_cpus)()
 
-    def session_config(self, manifest: Manifest, *, cpus: CpuCount | None = None) -> SessionConfig:
-        """The ONNX Runtime session these settings ask for, for this bundle."""
+    def session_config(self, *, cpus: CpuCount | None = None) -> SessionConfig:
+        """The ONNX Runtime session these settings ask for (``auto`` optimization: the
+        bundle's manifest decides when the session is built)."""
         from .engine.encoder import SessionConfig
-        from .engine.loading import graph_optimization_level
 
         return SessionConfig(
             intra_op_threads=self.intra_op_threads(cpus),
             allow_spinning=self.ort_allow_spinning,
             max_batch_size=self.max_text_batch_size,
-            graph_optimization=graph_optimization_level(self.ort_graph_optimization, manifest),
+            graph_optimization=self.ort_graph_optimization,
         )
 
     def init_plan(self, *, cpus: CpuCount | None = None) -> InitPlan:
@@ -167,12 +166,9 @@ class Settings(BaseSettings):
         it is bad)."""
         from .engine.loading import InitPlan
 
-        paths = self.artifact_paths()
-        manifest = load_manifest(paths.manifest)
-        return InitPlan(
-            manifest,
-            paths,
-            self.session_config(manifest, cpus=cpus),
+        return InitPlan.read(
+            self.artifact_paths(),
+            self.session_config(cpus=cpus),
             output_name=self.onnx_output_name,
             cache_size=self.cache_size,
             cache_max_bytes=self.cache_max_bytes,

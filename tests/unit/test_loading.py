@@ -359,7 +359,7 @@ def test_a_manifest_in_memory_builds_the_same_service(
     manifest = load_manifest(paths.manifest)
 
     # WHEN the service is built from it
-    built = ServiceInit.start_bundle(manifest, paths, settings.session_config(manifest)).service()
+    built = ServiceInit.start_bundle(manifest, paths, settings.session_config()).service()
 
     # THEN it computes the vectors the settings' service does
     assert built.embed_texts([PROBE_TEXT]).vectors.tobytes() == (

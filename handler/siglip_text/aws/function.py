@@ -19,7 +19,6 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from mangum import Mangum
 from mangum.types import LambdaContext as MangumContext
 
-from ..engine.bundle import Manifest
 from ..engine.errors import SiglipError
 from ..http.errors import error_answer, unexpected_error
 from ..http.observability import PowertoolsObserver
@@ -87,20 +86,19 @@ class LambdaFunction:
         """Log the exception being handled: the init stopped, the function will not serve."""
         self.logger.exception("init failed: the function will not serve")
 
-    def warn_about_memory(self, warning: str | None, manifest: Manifest) -> None:
-        """The memory check's warning (aws/sizing.py), if any, with the figures it compares."""
-        if warning:
+    def mount(self, parts: Parts, *, memory_warning: str | None = None) -> None:
+        """Put the app behind Mangum, register SnapStart's hooks, trace if enabled; log the
+        model loaded, and the memory check's warning (aws/sizing.py) with its figures."""
+        service, settings = parts.service, parts.settings
+        if memory_warning:
+            need = parts.plan.manifest.memory
             self.logger.warning(
-                warning,
+                memory_warning,
                 extra={
                     "function_memory_mb": self.environ.get(MEMORY_SIZE_VARIABLE),
-                    "recommended_mb": manifest.memory.recommended_mb if manifest.memory else None,
+                    "recommended_mb": need.recommended_mb if need else None,
                 },
             )
-
-    def mount(self, parts: Parts) -> None:
-        """Put the app behind Mangum, register SnapStart's hooks, trace if enabled."""
-        service, settings = parts.service, parts.settings
         self.logger.info(
             "model loaded",
             extra={

@@ -12,7 +12,6 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -151,7 +150,7 @@ class SnapStart:
     def redetect_threads(self) -> int:
         """The thread count for this host; a session built for another count is rebuilt, as
         the init built it (loading.build_encoder)."""
-        session = self.settings.session_config(self.plan.manifest, cpus=partial(lambda_cpus))
+        session = self.settings.session_config(cpus=lambda_cpus)
         threads = session.intra_op_threads
         snapshot_threads = self.service.encoder.intra_op_threads
         if threads != snapshot_threads:

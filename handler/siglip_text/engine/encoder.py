@@ -28,7 +28,9 @@ class SessionConfig:
     intra_op_threads: int
     allow_spinning: bool = False
     max_batch_size: int = 32
-    graph_optimization: str = "all"  # disable | basic | extended | all
+    #: disable | basic | extended | all; or auto: the bundle's manifest decides
+    #: (loading.graph_optimization_level, when the session is built)
+    graph_optimization: str = "all"
 
 
 OPTIMIZATION_LEVELS = {

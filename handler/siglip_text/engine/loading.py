@@ -16,7 +16,7 @@ from typing import ParamSpec, TypeVar
 
 import numpy as np
 
-from .bundle import BundlePaths, Manifest, check_file
+from .bundle import BundlePaths, Manifest, check_file, load_manifest
 from .encoder import OnnxEncoder, SessionConfig
 from .fingerprint import check_contract
 from .self_check import check_int8_kernel, check_reference
@@ -47,6 +47,28 @@ class InitPlan:
     cache_max_bytes: int = 0
     self_check: bool = True
 
+    @classmethod
+    def read(
+        cls,
+        paths: BundlePaths,
+        session: SessionConfig,
+        *,
+        output_name: str,
+        cache_size: int,
+        cache_max_bytes: int,
+    ) -> InitPlan:
+        """The plan for the bundle at ``paths``: its manifest read (ModelLoadError if it is
+        bad)."""
+        manifest = load_manifest(paths.manifest)
+        return cls(
+            manifest,
+            paths,
+            session,
+            output_name=output_name,
+            cache_size=cache_size,
+            cache_max_bytes=cache_max_bytes,
+        )
+
     def with_session(self, session: SessionConfig) -> InitPlan:
         """The same plan for another session (SnapStart: a host with another allowance)."""
         return dataclasses.replace(self, session=session)
@@ -65,12 +87,13 @@ def check_files(plan: InitPlan) -> None:
 
 def build_encoder(plan: InitPlan) -> OnnxEncoder:
     """The ONNX Runtime session, its graph checked against the manifest."""
+    level = graph_optimization_level(plan.session.graph_optimization, plan.manifest)
     return OnnxEncoder(
         plan.paths.onnx,
         output_name=plan.output_name,
         dimension=plan.manifest.embedding_dimension,
         max_length=plan.manifest.text_max_token_length,
-        config=plan.session,
+        config=dataclasses.replace(plan.session, graph_optimization=level),
     )
 
 

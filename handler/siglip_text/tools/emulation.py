@@ -186,7 +186,7 @@ def child(bundle: Path, request: Path, *, self_check: bool = True) -> dict[str, 
         settings = load_settings(model_dir=bundle, ort_intra_op_threads=1)
         paths = settings.artifact_paths()
         manifest = load_manifest(paths.manifest)
-        config = settings.session_config(manifest)
+        config = settings.session_config()
         service = ServiceInit.start_bundle(manifest, paths, config, self_check=self_check).service()
     except SiglipError as exc:
         record["error"] = exc.message
