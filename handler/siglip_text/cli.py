@@ -3,7 +3,7 @@
 A subcommand module provides ``configure(parser)`` (arguments only, no heavy imports at
 module level) and ``run(args) -> int`` (the exit status). ``siglip-text load-test --help`` thus
 loads neither ONNX Runtime nor tokenizers. Every tool follows one exit-status rule
-(tools/errors.py): 0 success, 1 a check failed, 2 unusable input.
+(tools/exit_status.py): 0 success, 1 a check failed, 2 unusable input.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "embed": ("siglip_text.tools.embed", "embed a text file or JSONL to .npy or JSONL"),
     "zero-shot": ("siglip_text.tools.zero_shot", "top-1/top-5 accuracy from image embeddings"),
     "fingerprint": (
-        "siglip_text.tools.fingerprint",
+        "siglip_text.tools.checkpoint_fingerprint",
         "the contract fingerprint of a checkpoint (no ONNX, no torch); compare an endpoint's",
     ),
     "fidelity": (
@@ -87,7 +87,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
-    from .tools.errors import CheckFailed, ToolError
+    from .tools.exit_status import CheckFailed, ToolError
 
     try:
         return int(args._module.run(args))

@@ -19,7 +19,7 @@ from siglip_text.aws import sizing
 from siglip_text.engine.errors import ModelLoadError
 from siglip_text.http.app import create_app
 from siglip_text.settings import load_service, load_settings
-from siglip_text.tools.errors import ToolError
+from siglip_text.tools.exit_status import ToolError
 from siglip_text.tools.export import memory
 from siglip_text.tools.export.checkpoint import (
     SourceSpec,

@@ -6,7 +6,7 @@ revision, the tokenizer as served, lowercasing, BOS/EOS, padding and length, the
 mask, pooling, head, normalization, dimension, the checkpoint's weights) in one string,
 ``sha256:`` + 64 hex: the SHA-256 of the contract document's canonical JSON
 (`canonical_json`, RFC 8785's JSON Canonicalization Scheme). The index side computes it
-from the checkpoint (tools/fingerprint.py, no ONNX, no torch); export records it in the
+from the checkpoint (tools/checkpoint_fingerprint.py, no ONNX, no torch); export records it in the
 manifest; init recomputes it from what the bundle serves (`check_contract`), refuses a
 bundle whose record it does not match, and `GET /health` reports it. docs/contract.md
 defines each field and the serialization, for an implementation in another language.

@@ -22,7 +22,7 @@ from ..engine.errors import SiglipError
 from ..engine.service import PROBE_TEXT, EmbeddingService
 from ..engine.tokenization import SiglipTokenizer
 from ..settings import demo_model_dir, load_service, load_settings
-from .errors import ToolError
+from .exit_status import ToolError
 
 
 class Embedder(Protocol):

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..engine.errors import SiglipError
 from .backends import add_backend_arguments, embed_in_batches, open_embedder, progress_bar
-from .errors import ToolError
+from .exit_status import ToolError
 from .files import is_jsonl, read_texts, write_jsonl
 
 

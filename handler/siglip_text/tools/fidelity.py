@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import EXIT_CHECK_FAILED, EXIT_OK, ToolError
+from .exit_status import EXIT_CHECK_FAILED, EXIT_OK, ToolError
 
 DEFAULT_CPUS = "native,haswell,sandybridge,neoverse-n1"
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .backends import Embedder, add_backend_arguments, embed_in_batches, open_embedder
-from .errors import ToolError
+from .exit_status import ToolError
 from .files import load_matrix, read_texts, write_jsonl
 from .parity import top_k, unit_rows
 

@@ -36,8 +36,8 @@ from ...engine.fingerprint import fingerprint as contract_fingerprint
 from ...engine.loading import ServiceInit, graph_optimization_level
 from ...engine.service import EmbeddingService
 from ...engine.tokenization import SiglipTokenizer
-from ..errors import ToolError
-from ..fingerprint import checkpoint_contract
+from ..checkpoint_fingerprint import checkpoint_contract
+from ..exit_status import ToolError
 from ..texts import EDGE_CASE_TEXTS, MAX_LENGTH
 from .checkpoint import checkpoint_directory, contract_token_ids, file_tokenizer, load_checkpoint
 from .checkpoint_tokenizer import describe_checkpoint_tokenizer
@@ -149,7 +149,7 @@ def reference(state: ExportState) -> None:
 
 def fingerprint(state: ExportState) -> None:
     """The contract fingerprint, from the checkpoint's files as the index side computes it
-    (tools/fingerprint.py): the same for every precision. Recorded with the contract
+    (tools/checkpoint_fingerprint.py): the same for every precision. Recorded with the contract
     fields, so that the checks below load the bundle with the contract check init runs."""
     if state.contract is None:
         raise RuntimeError("the reference step has not run")
