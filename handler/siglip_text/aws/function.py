@@ -20,8 +20,9 @@ from mangum import Mangum
 from mangum.types import LambdaContext as MangumContext
 
 from ..engine.errors import SiglipError
-from ..http.errors import error_answer, unexpected_error
+from ..http.errors import error_answer
 from ..http.observability import PowertoolsObserver
+from ..http.unexpected import unexpected_error
 from .events import as_mangum_reads, proxy_response
 from .sizing import MEMORY_SIZE_VARIABLE
 from .snapstart import SnapStart, snap_start_init

@@ -27,8 +27,9 @@ from ..engine.service import PROBE_TEXT, EmbeddingService
 from ..settings import Settings
 from .admission import Admission
 from .embeddings import embed_body
-from .errors import API_PREFIX, error_answer, method_not_allowed, route_not_found, short
+from .errors import error_answer, short
 from .front import Front
+from .gate import API_PREFIX, method_not_allowed, route_not_found
 from .schemas import (
     ErrorResponse,
     OpenAICompatEmbeddingRequest,

@@ -28,7 +28,8 @@ from ..engine.errors import (
 from ..engine.limits import Deadline
 from ..engine.service import Embeddings, EmbeddingService, Inputs, TextInputs, TokenIdInputs
 from ..settings import MAX_INPUTS_CEILING, Settings
-from .errors import refuse_unknown_fields, short, unexpected
+from .errors import short
+from .fields import refuse_unknown_fields
 from .response_size import check_response_fits
 from .schemas import (
     MAX_TOKEN_IDS_PER_INPUT,
@@ -39,6 +40,7 @@ from .schemas import (
     json_items_at_most,
     json_value,
 )
+from .unexpected import unexpected
 
 logger = logging.getLogger("siglip_text.http.embeddings")
 

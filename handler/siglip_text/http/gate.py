@@ -31,19 +31,20 @@ from dataclasses import dataclass
 from ..engine.errors import SiglipError
 from .asgi import Scope
 from .errors import (
-    API_PREFIX,
     InvalidHeaderError,
     InvalidHostError,
+    MethodNotAllowedError,
     PayloadTooLargeError,
+    RouteNotFoundError,
     ShuttingDownError,
     UnsupportedContentEncodingError,
     UnsupportedMediaTypeError,
     body_too_large,
-    declares_more_than,
-    method_not_allowed,
-    route_not_found,
     short,
 )
+
+#: The prefix of every OpenAI route: an OpenAI client's base URL ends with it.
+API_PREFIX = "/v1"
 
 #: The headers the gate reads (their first value), besides every ``Authorization``.
 _READ = frozenset(
@@ -231,3 +232,41 @@ def shutting_down() -> ShuttingDownError:
         "the server is shutting down and its grace period ended before this request could "
         "be served; retry it"
     )
+
+
+def route_not_found(method: str, path: str, routes: Sequence[tuple[str, str]]) -> SiglipError:
+    """The 404 of a path that is no route: the routes there are, and, for a route's path
+    without ``/v1`` (a client whose base URL lacks it), the base URL to use."""
+    asked = f"{short(method, 20)} {short(path, 100)}"
+    if (method, API_PREFIX + path) in routes:
+        return RouteNotFoundError(
+            f"Invalid URL ({asked}): this API's routes start with {API_PREFIX}; use "
+            f"{method} {API_PREFIX}{path}, i.e. a base URL that ends in {API_PREFIX} "
+            f"(OpenAI clients: base_url='http://<host>:<port>{API_PREFIX}')"
+        )
+    listed = ", ".join(f"{m} {p}" for m, p in routes if m != "HEAD")
+    return RouteNotFoundError(f"Invalid URL ({asked}); the routes are {listed}")
+
+
+def method_not_allowed(method: str, path: str, allowed: Sequence[str]) -> MethodNotAllowedError:
+    """The 405 of a route's path asked with another method (``Allow`` lists the right ones)."""
+    return MethodNotAllowedError(
+        f"Method {short(method, 20)} is not allowed for {short(path, 100)}",
+        allow=", ".join(allowed),
+    )
+
+
+def declares_more_than(content_length: str | bytes | None, limit: int) -> bool:
+    """Whether a ``Content-Length`` value declares more than ``limit`` bytes.
+
+    Only plain ASCII digits count (``str.isdigit`` also accepts '²', which int() refuses);
+    anything else is left to the streamed count, which is the check that counts. Never
+    int() of thousands of digits (int() refuses more than 4300).
+    """
+    if content_length is None:
+        return False
+    text = content_length.decode("latin-1") if isinstance(content_length, bytes) else content_length
+    if not (text.isascii() and text.isdigit()):
+        return False
+    digits = text.lstrip("0")
+    return len(digits) > len(str(limit)) or (digits != "" and int(digits) > limit)
