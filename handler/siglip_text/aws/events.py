@@ -11,9 +11,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Any
 
 from ..engine.errors import InvalidInputError
+from ..engine.json_value import JSONObject, JSONValue
 from ..http.errors import ErrorAnswer, InvalidHostError, short
 from .types import ProxyResponse, RestApiEvent
 
@@ -64,7 +64,7 @@ def proxy_response(answer: ErrorAnswer) -> ProxyResponse:
     }
 
 
-def as_mangum_reads(event: object) -> dict[str, Any]:
+def as_mangum_reads(event: object) -> JSONObject:
     """The event as Mangum can read it, or the error (an OpenAI 400) that says why it cannot.
 
     Checked before any work: Mangum raises on some events, and a function error is a 502
@@ -105,7 +105,7 @@ def as_mangum_reads(event: object) -> dict[str, Any]:
 SERVER_HEADERS = ("host", "x-forwarded-port")
 
 
-def _missing(event: dict[str, Any]) -> list[str]:
+def _missing(event: JSONObject) -> list[str]:
     """The fields Mangum reads of this kind of event (REST v1 and HTTP API v1: the method and
     path; HTTP API v2 and function URLs: requestContext.http's) that are absent or not of
     the type it reads them as."""
@@ -126,7 +126,7 @@ def _missing(event: dict[str, Any]) -> list[str]:
     return missing
 
 
-def _decoded(body: Any) -> bytes:
+def _decoded(body: JSONValue) -> bytes:
     """A base64 body's bytes, decoded as Mangum would (non-strict), or a 400."""
     try:
         return base64.b64decode(body or b"")
@@ -137,7 +137,7 @@ def _decoded(body: Any) -> bytes:
         ) from None
 
 
-def _server_headers(event: dict[str, Any]) -> dict[str, Any]:
+def _server_headers(event: JSONObject) -> JSONObject:
     """`SERVER_HEADERS` as Mangum reads them: names lower-cased, a REST event's
     multiValueHeaders over its headers (joined)."""
     found = {}
@@ -153,7 +153,7 @@ def _server_headers(event: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def _unreadable_server_headers(headers: dict[str, Any]) -> set[str]:
+def _unreadable_server_headers(headers: JSONObject) -> set[str]:
     """The headers Mangum cannot parse into the scope's ``server`` pair, which the app never
     reads; a 400 for a ``Host`` that is no host and port (RFC 9112 section 3.2)."""
     unreadable = set()
@@ -178,7 +178,7 @@ def _unreadable_server_headers(headers: dict[str, Any]) -> set[str]:
 _HOST = re.compile(r"(?P<name>\[[0-9A-Fa-f:.]*\]|[^:\[\]]*)(?::(?P<port>[0-9]*))?")
 
 
-def _integer(text: Any) -> bool:
+def _integer(text: JSONValue) -> bool:
     """What Mangum's int() accepts."""
     try:
         int(text)
@@ -187,7 +187,7 @@ def _integer(text: Any) -> bool:
     return True
 
 
-def _drop(event: dict[str, Any], names: set[str]) -> None:
+def _drop(event: JSONObject, names: set[str]) -> None:
     """Leave the headers ``names`` (lower-case) out of ``event``, a shallow copy."""
     for field in ("headers", "multiValueHeaders"):
         headers = event.get(field)

@@ -9,7 +9,9 @@ of them read here (docs/architecture.md names who reads what).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, Protocol, TypedDict
+from typing import Literal, Protocol, TypedDict
+
+from ..engine.json_value import JSONValue
 
 
 class LambdaContext(Protocol):
@@ -96,10 +98,9 @@ class HttpApiEvent(TypedDict, total=False):
 #: (https://docs.aws.amazon.com/lambda/latest/dg/urls-invocation.html#urls-payloads).
 FunctionUrlEvent = HttpApiEvent
 
-#: What the handler is given: any JSON object an invoker sends, which it checks before Mangum
-#: reads it (events.as_mangum_reads). Any: JSON values have no narrower static type, and the
-#: event is whatever the invoker sent, not one of the shapes above until it is checked.
-LambdaEvent = Mapping[str, Any]
+#: What the handler is given: any JSON object an invoker sends, not one of the shapes above
+#: until it is checked (events.as_mangum_reads), before Mangum reads it.
+LambdaEvent = Mapping[str, JSONValue]
 
 
 class ProxyResponse(TypedDict, total=False):

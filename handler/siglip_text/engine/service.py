@@ -14,13 +14,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .bundle import Manifest
 from .encoder import OnnxEncoder
 from .errors import InputTooLongError, ModelLoadError, SiglipError
+from .json_value import JSONObject
 from .tokenization import COUNT_CHARS, SiglipTokenizer, Token, TokenBatch
 
 if TYPE_CHECKING:
@@ -298,7 +299,7 @@ class EmbeddingService:
             return None
         return {"size": self._cache.size, "hits": self._cache.hits, "misses": self._cache.misses}
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """The model and the runtime, as the init log reports them."""
         import platform
 

@@ -21,11 +21,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..engine.errors import InvalidInputError, SiglipError
+from ..engine.json_value import JSONObject
 from ..engine.limits import Deadline
 from ..engine.self_check import expected_probe
 from ..engine.service import PROBE_TEXT, EmbeddingService
 from ..settings import Settings
 from .admission import Admission
+from .asgi import Scope
 from .embeddings import embed_body
 from .errors import error_answer, short
 from .front import Front
@@ -87,13 +89,13 @@ def served(request: Request) -> Served:
 # --- the routes ------------------------------------------------------------------------------
 
 
-async def health(request: Request, probe: bool = False) -> dict[str, Any]:
+async def health(request: Request, probe: bool = False) -> JSONObject:
     """Open to anyone (probes): the model's identity only. Versions, threads and init timings
     are in the init log; cache counters in the metrics (CacheHits). ``?probe=true`` adds what
     the pre-traffic hook (a function without this package) holds this version's /v1 answer
     to: the init's probe text, and the reference export recorded for it with its bound."""
     service = served(request).service
-    body: dict[str, Any] = {
+    body: JSONObject = {
         "status": "ok",
         "model": service.model_id,
         "revision": service.revision,
@@ -105,7 +107,7 @@ async def health(request: Request, probe: bool = False) -> dict[str, Any]:
     return body
 
 
-async def list_models(request: Request) -> dict[str, Any]:
+async def list_models(request: Request) -> JSONObject:
     service = served(request).service
     return {
         "object": "list",
@@ -172,8 +174,9 @@ class Route:
 
     method: str
     path: str
-    endpoint: Callable[..., Awaitable[Any]]
+    endpoint: Callable[..., Awaitable[JSONObject | Response]]
     takes_body: bool = False
+    # Any: the keywords of FastAPI's add_api_route, each of its own type
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -296,6 +299,7 @@ async def _on_validation_error(request: Request, exc: Exception) -> Response:
 
 
 EXCEPTION_HANDLERS: dict[
+    # Any: Starlette's own type for an exception handler's arguments and coroutine
     int | type[Exception], Callable[[Request, Any], Coroutine[Any, Any, Response]]
 ] = {
     SiglipError: _on_siglip_error,
@@ -398,7 +402,7 @@ def build_front(
     )
 
 
-def invocation_deadline(scope: Mapping[str, Any], settings: Settings) -> Deadline | None:
+def invocation_deadline(scope: Scope, settings: Settings) -> Deadline | None:
     """The Lambda invocation's clock (Mangum puts the context in the scope); None elsewhere."""
     remaining = getattr(scope.get("aws.context"), "get_remaining_time_in_millis", None)
     if not callable(remaining):

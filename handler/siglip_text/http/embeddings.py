@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from ..engine.errors import (
     FOREIGN_TOKEN_IDS_HINT,
@@ -25,6 +25,7 @@ from ..engine.errors import (
     TokenIdInputsRejectedError,
     TooManyInputsError,
 )
+from ..engine.json_value import JSONValue
 from ..engine.limits import Deadline
 from ..engine.service import Embeddings, EmbeddingService, Inputs, TextInputs, TokenIdInputs
 from ..settings import MAX_INPUTS_CEILING, Settings
@@ -145,7 +146,9 @@ def parse_request(body: bytes, *, max_inputs: int | None = None) -> OpenAICompat
     raise InvalidInputError(f"invalid '{field_name}': {first['msg']}", param=field_name) from None
 
 
-def _input_error(data: Any, errors: Sequence[Any], max_inputs: int | None) -> SiglipError:
+def _input_error(
+    data: JSONValue, errors: Sequence[ErrorDetails], max_inputs: int | None
+) -> SiglipError:
     """The one error for an ``input`` that fits none of its forms."""
     if any(e["type"] == "missing" and e["loc"] == ("input",) for e in errors):
         return InvalidInputError("'input' is required", param="input")

@@ -4,12 +4,14 @@ names it (`refuse_unknown_fields`), for the embeddings and tokenize endpoints al
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from ..engine.json_value import JSONValue
 from .errors import UnknownFieldError, short
 
 
-def refuse_unknown_fields(data: Any, known: Mapping[str, Any], advice: Mapping[str, str]) -> None:
+def refuse_unknown_fields(
+    data: JSONValue, known: Mapping[str, JSONValue], advice: Mapping[str, str]
+) -> None:
     """OpenAI's rule: a field the endpoint does not define (not in ``known``) is a 400
     (`UnknownFieldError`) that names it: OpenAI's own message, then what to do here
     (``advice``, by field name). Never silently ignored: a client written for another server

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from ..engine.errors import InvalidInputError
+from ..engine.json_value import JSONObject, JSONValue
 from ..settings import MAX_INPUTS_CEILING
 
 EncodingFormat = Literal["float", "base64"]
@@ -48,7 +49,7 @@ def json_items(body: bytes) -> int:
     return _structure(body) if b'"' not in body else _structure(_JSON_STRING.sub(b'""', body))
 
 
-def json_value(body: bytes) -> Any:
+def json_value(body: bytes) -> JSONValue:
     """A request body's JSON value, parsed by orjson (a compact parse, not pydantic's tree of
     every value); `InvalidInputError` (a 400 that does not echo the body) when it is empty or
     not JSON."""
@@ -158,7 +159,7 @@ class ErrorResponse(BaseModel):
     error: ErrorDetail
 
 
-def error_body(message: str, *, type: str, param: str | None, code: str | None) -> dict[str, Any]:
+def error_body(message: str, *, type: str, param: str | None, code: str | None) -> JSONObject:
     """OpenAI's error shape: ``{"error": {"message", "type", "param", "code"}}``."""
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
@@ -178,7 +179,7 @@ def embeddings_response(
     encoding_format: EncodingFormat,
 ) -> bytes:
     """The ``CreateEmbeddingResponse`` JSON body, data in input order."""
-    payloads: list[Any] = (
+    payloads: list[JSONValue] = (
         encode_base64(vectors)
         if encoding_format == "base64"
         else list(np.ascontiguousarray(vectors, dtype=np.float32))

@@ -5,7 +5,8 @@ Used by the front, the embeddings endpoint and the Lambda handler alike.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Protocol
 
 from ..engine.errors import SiglipError, scrubbed
 
@@ -13,7 +14,9 @@ from ..engine.errors import SiglipError, scrubbed
 class ErrorLog(Protocol):
     """Where an unexpected error is logged: a `logging.Logger` or Powertools' ``Logger``."""
 
-    def error(self, msg: str, *args: Any, extra: Any = None) -> Any: ...
+    def error(
+        self, msg: object, *args: object, extra: Mapping[str, object] | None = None
+    ) -> None: ...
 
 
 def unexpected_error(exc: BaseException, log: ErrorLog) -> SiglipError:
