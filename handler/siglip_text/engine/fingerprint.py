@@ -1,24 +1,7 @@
-"""The contract fingerprint, and init's check of a bundle against the contract.
-
-A text vector is only useful beside the image vectors of the index it searches. The
-fingerprint names everything that makes it compatible (`bundle.Contract`: repository and
-revision, the tokenizer as served, lowercasing, BOS/EOS, padding and length, the attention
-mask, pooling, head, normalization, dimension, the checkpoint's weights) in one string,
-``sha256:`` + 64 hex: the SHA-256 of the contract document's canonical JSON
-(`canonical_json`, RFC 8785's JSON Canonicalization Scheme). The index side computes it
-from the checkpoint (tools/checkpoint_fingerprint.py, no ONNX, no torch); export records it in the
-manifest; init recomputes it from what the bundle serves (`check_contract`), refuses a
-bundle whose record it does not match, and `GET /health` reports it. docs/contract.md
-defines each field and the serialization, for an implementation in another language.
-
-What init checks, whether export made the bundle or not (a bundle in the seed's four-field
-format is checked, not trusted): the tokenizer lowercases as declared (or at all, when
-nothing is declared), by its behaviour on probe texts (`detect_lowercase`); ``<pad>`` is 0
-and ``<eos>`` is 1; special-token strings typed in a text stay text; the BPE model has no
-dropout. BOS, padding, truncation and the attention mask are the server's own rules
-(tokenization.py, encoder.py), whatever ``tokenizer.json`` says, so they are enforced. What
-init cannot recompute from a bundle export made (the checkpoint's weights; the tokenizer
-before export pruned it) it takes from the record, tied to the files by their sha256.
+"""The contract fingerprint (``sha256:`` + 64 hex: the SHA-256 of the contract document's
+canonical JSON, RFC 8785), and init's check of what a bundle serves against what its
+manifest records (`check_contract`). docs/contract.md defines each field and the
+serialization; tools/checkpoint_fingerprint.py computes the same from a checkpoint.
 """
 
 from __future__ import annotations
@@ -371,7 +354,17 @@ def served_contract(manifest: Manifest, paths: BundlePaths, tokenizer: SiglipTok
 
 def check_contract(manifest: Manifest, paths: BundlePaths, tokenizer: SiglipTokenizer) -> str:
     """Init's contract check: the fingerprint of what the bundle serves, after refusing a
-    bundle whose manifest records another contract or an edited fingerprint."""
+    bundle whose manifest records another contract or an edited fingerprint.
+
+    What init checks, whether export made the bundle or not (a bundle in the seed's four-field
+    format is checked, not trusted): the tokenizer lowercases as declared (or at all, when
+    nothing is declared), by its behaviour on probe texts (`detect_lowercase`); ``<pad>`` is 0
+    and ``<eos>`` is 1; special-token strings typed in a text stay text; the BPE model has no
+    dropout. BOS, padding, truncation and the attention mask are the server's own rules
+    (tokenization.py, encoder.py), whatever ``tokenizer.json`` says, so they are enforced. What
+    init cannot recompute from a bundle export made (the checkpoint's weights; the tokenizer
+    before export pruned it) it takes from the record, tied to the files by their sha256.
+    """
     served = served_contract(manifest, paths, tokenizer)
     found = fingerprint(served)
     record, recorded = manifest.contract, manifest.fingerprint

@@ -1,26 +1,7 @@
 """The gate: what to do with a request, decided from its head alone (method, path,
-headers), before anything is admitted or read. Pure: no I/O, no clock, no key store; the
-front carries the decision out (`front.Front`).
-
-In order:
-
-1. when configured (`serve` bound to loopback), a ``Host`` that is not a loopback name is a
-   400 (a web page that rebinds its DNS name to 127.0.0.1 cannot read the answers);
-2. once the shutdown grace period has ended, every request is a 503 (its body drained);
-3. the key is checked for the routes under ``/v1`` and for any request that carries a body,
-   whatever its route, before anything is admitted or read: a client without a key never
-   holds a place. An ``Authorization`` header sent twice (or joined with a comma by a proxy:
-   Mangum joins API Gateway's multi-value headers so) is a 400 naming it, on every entry
-   point: RFC 9110 section 5.3 makes it no list, and which copy counts would otherwise
-   depend on the server;
-4. a body (a ``Content-Length`` above 0, or ``Transfer-Encoding``) on a route that takes none
-   is refused unread: 404 for a path that is no route, 405 for another method, 413 for a
-   route that takes no body;
-5. for a route that takes a body: when configured (`serve`), a body not declared
-   ``Content-Type: application/json`` is a 415 (a web page can POST ``text/plain`` anywhere
-   without a CORS preflight); a ``Content-Encoding`` other than ``identity`` is a 415 (RFC
-   9110 section 15.5.16: bodies are read as sent); a declared length over the limit is a 413;
-   else it is admitted (`Decision.admit`).
+headers), before anything is admitted or read (`decide`). Pure: no I/O, no clock, no key
+store; the front carries the decision out (`front.Front`; docs/architecture.md). The route
+wording (404, 405) and the declared ``Content-Length`` check are here, where they are used.
 """
 
 from __future__ import annotations
@@ -137,7 +118,28 @@ class Decision:
 
 
 def decide(head: Head, policy: Policy, *, expired: bool) -> Decision:
-    """The decision for a request (see the module docstring)."""
+    """The decision for a request.
+
+    In order:
+
+    1. when configured (`serve` bound to loopback), a ``Host`` that is not a loopback name is a
+       400 (a web page that rebinds its DNS name to 127.0.0.1 cannot read the answers);
+    2. once the shutdown grace period has ended, every request is a 503 (its body drained);
+    3. the key is checked for the routes under ``/v1`` and for any request that carries a body,
+       whatever its route, before anything is admitted or read: a client without a key never
+       holds a place. An ``Authorization`` header sent twice (or joined with a comma by a proxy:
+       Mangum joins API Gateway's multi-value headers so) is a 400 naming it, on every entry
+       point: RFC 9110 section 5.3 makes it no list, and which copy counts would otherwise
+       depend on the server;
+    4. a body (a ``Content-Length`` above 0, or ``Transfer-Encoding``) on a route that takes none
+       is refused unread: 404 for a path that is no route, 405 for another method, 413 for a
+       route that takes no body;
+    5. for a route that takes a body: when configured (`serve`), a body not declared
+       ``Content-Type: application/json`` is a 415 (a web page can POST ``text/plain`` anywhere
+       without a CORS preflight); a ``Content-Encoding`` other than ``identity`` is a 415 (RFC
+       9110 section 15.5.16: bodies are read as sent); a declared length over the limit is a 413;
+       else it is admitted (`Decision.admit`).
+    """
     method, path = head.method, head.path
     if policy.allowed_hosts is not None and not host_allowed(head.host, policy.allowed_hosts):
         refusal: SiglipError = InvalidHostError(
