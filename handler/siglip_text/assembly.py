@@ -12,6 +12,7 @@ import ipaddress
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,32 @@ class Platform(enum.Enum):
     SERVE = "serve"
 
 
+@dataclass(frozen=True)
+class AppOptions:
+    """The app's options on one platform (`app_options`)."""
+
+    #: Each request's work in a worker thread, so the event loop keeps answering meanwhile.
+    offload_inference: bool
+    #: The largest answer the platform in front relays (None: no limit).
+    frontend_response_limit: int | None = None
+    #: The front takes JSON bodies only.
+    json_only: bool = False
+
+
+def app_options(platform: Platform) -> AppOptions:
+    """On Lambda one request per environment: the work stays on the event loop (a thread hop
+    gains nothing) and answers are bounded by Lambda's 6 MB. `serve` runs the work off the
+    event loop and takes JSON bodies only (and, bound to loopback, loopback ``Host`` names:
+    `serve_allowed_hosts`)."""
+    if platform is Platform.LAMBDA:
+        from .http.response_size import LAMBDA_RESPONSE_LIMIT_BYTES
+
+        return AppOptions(
+            offload_inference=False, frontend_response_limit=LAMBDA_RESPONSE_LIMIT_BYTES
+        )
+    return AppOptions(offload_inference=True, json_only=True)
+
+
 def assemble(
     settings: Settings,
     *,
@@ -52,7 +79,9 @@ def assemble(
     """`serve`'s parts, bound to ``host`` (and answering ``allow_hosts`` too); raises what
     stopped the init (ConfigError, ModelLoadError)."""
     require_auth_mode(settings, Platform.SERVE, host=host)
-    init = ServiceInit.start(settings.init_plan())
+    options = app_options(Platform.SERVE)
+    began = time.perf_counter()
+    init = ServiceInit.start(settings.init_plan(), began=began)
     # FastAPI and the routes import now, while the session builds.
     from .http.app import build_front, create_app
     from .http.auth import build_authenticator
@@ -72,10 +101,17 @@ def assemble(
         settings,
         authenticator=authenticator,
         observer=observer,
-        json_only=True,
+        json_only=options.json_only,
         allowed_hosts=serve_allowed_hosts(host, allow_hosts),
     )
-    app = create_app(service, settings, observer=observer, offload_inference=True, front=front)
+    app = create_app(
+        service,
+        settings,
+        observer=observer,
+        offload_inference=options.offload_inference,
+        frontend_response_limit=options.frontend_response_limit,
+        front=front,
+    )
     return Parts(settings, init.plan, service, authenticator, front, app)
 
 
@@ -89,6 +125,7 @@ def assemble_lambda(
     The order is the init's: the plan and Lambda's memory check, the session building in a
     worker thread; meanwhile Powertools, Mangum and FastAPI import; then the service, the key
     check (read after each restore instead under SnapStart), the front and the app."""
+    options = app_options(Platform.LAMBDA)
     began = time.perf_counter()
     memory_warning: str | None = None
     try:
@@ -106,7 +143,6 @@ def assemble_lambda(
     from .aws.function import LambdaFunction
     from .http.app import build_front, create_app
     from .http.auth import build_authenticator
-    from .http.response_size import LAMBDA_RESPONSE_LIMIT_BYTES
 
     function = LambdaFunction(environ)
     try:
@@ -123,15 +159,18 @@ def assemble_lambda(
             if settings.auth_mode == "api-key"
             else None
         )
-        front = build_front(settings, authenticator=authenticator, observer=function.observer)
-        # One request per environment: the work stays on the event loop (a thread hop gains
-        # nothing), and answers are bounded by Lambda's 6 MB.
+        front = build_front(
+            settings,
+            authenticator=authenticator,
+            observer=function.observer,
+            json_only=options.json_only,
+        )
         app = create_app(
             service,
             settings,
             observer=function.observer,
-            offload_inference=False,
-            frontend_response_limit=LAMBDA_RESPONSE_LIMIT_BYTES,
+            offload_inference=options.offload_inference,
+            frontend_response_limit=options.frontend_response_limit,
             front=front,
         )
     except Exception:
@@ -156,23 +195,18 @@ def build_app(
     """An app around a loaded service with the options `assemble` and `assemble_lambda` give
     their platform (tests build apps this way)."""
     from .http.app import create_app
-    from .http.response_size import LAMBDA_RESPONSE_LIMIT_BYTES
 
-    if platform is Platform.LAMBDA:
-        return create_app(
-            service,
-            settings,
-            authenticator=authenticator,
-            offload_inference=False,
-            frontend_response_limit=LAMBDA_RESPONSE_LIMIT_BYTES,
-        )
+    options = app_options(platform)
     return create_app(
         service,
         settings,
         authenticator=authenticator,
-        offload_inference=True,
-        json_only=True,
-        allowed_hosts=serve_allowed_hosts(host, allow_hosts),
+        offload_inference=options.offload_inference,
+        frontend_response_limit=options.frontend_response_limit,
+        json_only=options.json_only,
+        allowed_hosts=(
+            serve_allowed_hosts(host, allow_hosts) if platform is Platform.SERVE else None
+        ),
     )
 
 
