@@ -211,7 +211,7 @@ def observed_init(model_dir: Path, at_start: str, report: str) -> dict:
 @pytest.mark.slow
 def test_lambda_init_starts_the_session_before_it_imports_the_web_stack(demo_dir: Path) -> None:
     # ONNX Runtime builds the session without the GIL, so it overlaps with importing FastAPI,
-    # Mangum and Powertools only if it starts first (`assembly.lambda_function`).
+    # Mangum and Powertools only if it starts first (`assembly.assemble_lambda`).
     report = observed_init(
         demo_dir,
         "[m for m in ('fastapi', 'mangum', 'aws_lambda_powertools', 'starlette')"

@@ -1,7 +1,7 @@
 """Lambda Managed Instances: how many processes per execution environment, for one bundle.
 
 Offline (benchmarks/managed_instances.py and docs/managed-instances.md use it); the function
-itself only checks its memory (engine/sizing.py).
+itself only checks its memory (aws/sizing.py).
 """
 
 from __future__ import annotations
