@@ -39,7 +39,7 @@ def test_health_shows_no_cache_counters_even_with_a_cache(demo_dir: Path) -> Non
 
 def test_versions_threads_and_init_timings_are_in_the_init_log(demo_dir: Path, caplog: Any) -> None:
     with caplog.at_level(logging.INFO), built_lambda(demo_dir) as entry:
-        assert entry.app is not None
+        assert entry.parts is not None
     loaded = next(r for r in caplog.records if r.getMessage() == "model loaded")
     assert {"onnxruntime", "tokenizers", "numpy", "python"} <= set(loaded.runtime)
     assert loaded.intra_op_threads == 1
