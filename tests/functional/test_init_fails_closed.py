@@ -161,6 +161,13 @@ def test_lambda_init_phase_fails_closed_on_a_bad_bundle(bundle_copy: Path) -> No
 def test_lambda_init_phase_fails_closed_without_configuration() -> None:
     result = run_python("import siglip_text.lambda_function", {"POWERTOOLS_TRACE_DISABLED": "true"})
     assert result.returncode != 0
+    # the auth-mode rule is checked first, before any file is read
+    assert "SIGLIP_AUTH_MODE is not set" in result.stderr
+    result = run_python(
+        "import siglip_text.lambda_function",
+        {"POWERTOOLS_TRACE_DISABLED": "true", "SIGLIP_AUTH_MODE": "none"},
+    )
+    assert result.returncode != 0
     assert "SIGLIP_MODEL_MANIFEST_PATH is not set" in result.stderr
 
 
