@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Make the tiny demo bundle and its reference outputs: the one way to rebuild them.
 
-    pip install torch==2.13.0 -e '.[export]'
+    pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+    pip install -e '.[export]'
     python scripts/make_demo_bundle.py
 
 Deterministic (fixed seeds, one torch thread, a fixed SOURCE_DATE_EPOCH: two runs on one
@@ -385,7 +386,10 @@ def main() -> None:
                     REPOSITORY,
                     "--revision",
                     revision,
-                    # one plain graph file: the raw material tests quantize, optimize and corrupt
+                    # one plain fp32 graph file: the raw material tests quantize, optimize
+                    # and corrupt
+                    "--precision",
+                    "fp32",
                     "--single-file",
                     "--no-optimize",
                     "--plain-graph",

@@ -59,7 +59,9 @@ def openai_schema() -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def settings(demo_dir: Path) -> Settings:
-    return load_settings(model_dir=demo_dir, ort_intra_op_threads=1)
+    # Token ids accepted: the tests of the token-id path send the demo's own ids; the default
+    # (reject) has tests of its own (tests/functional/test_token_ids_refused_by_default.py).
+    return load_settings(model_dir=demo_dir, ort_intra_op_threads=1, token_id_inputs="accept")
 
 
 @pytest.fixture(scope="session")

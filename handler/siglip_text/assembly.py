@@ -213,7 +213,16 @@ def build_app(
 def require_auth_mode(settings: Settings, platform: Platform, *, host: str) -> None:
     """``/v1`` is never served to anyone by default: the auth mode must be stated
     (``SIGLIP_AUTH_MODE``, or serve's ``--auth-mode``), ``none`` included; by the Lambda
-    function always (the template always sets it), by `serve` when bound beyond loopback."""
+    function always (the template always sets it), by `serve` when bound beyond loopback.
+    A key file is `serve`'s: the Lambda function reads its keys from Secrets Manager."""
+    if settings.api_key_file is not None and platform is Platform.LAMBDA:
+        # The image is the only file a function has, and a key baked into it is a key in
+        # every copy of the image: Lambda's keys live in Secrets Manager.
+        raise ConfigError(
+            f"{ENV_PREFIX}API_KEY_FILE is for siglip-text serve: the Lambda function reads "
+            f"its keys from Secrets Manager ({ENV_PREFIX}API_KEY_SECRET_ARN; the template's "
+            "AuthMode=api-key creates the secret)"
+        )
     if "auth_mode" in settings.model_fields_set:
         return
     if platform is Platform.LAMBDA:
@@ -224,7 +233,8 @@ def require_auth_mode(settings: Settings, platform: Platform, *, host: str) -> N
     if not is_loopback(host):
         raise ConfigError(
             f"--host {host} is reachable beyond this machine and no auth mode is set: pass "
-            f"--auth-mode api-key (with {ENV_PREFIX}API_KEY_SECRET_ARN), or --auth-mode none "
+            f"--api-key-file PATH (keys one per line, chmod 600), --auth-mode api-key with "
+            f"{ENV_PREFIX}API_KEY_SECRET_ARN, or --auth-mode none "
             f"to serve /v1 to anyone who can reach the port (or set {ENV_PREFIX}AUTH_MODE)"
         )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 from collections.abc import Sequence
 
@@ -49,6 +50,58 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: The one install line of each optional extra (from a checkout of the repository). The
+#: export line takes torch from PyTorch's CPU wheel index first: from PyPI, torch for Linux
+#: x86_64 is the CUDA build, gigabytes of CUDA libraries (https://pytorch.org/get-started/locally/).
+INSTALL_LINES: dict[str, str] = {
+    "server": "pip install -e '.[server]'",
+    "export": "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu "
+    "&& pip install -e '.[export]'",
+    "deploy": "pip install -e '.[deploy]'",
+}
+
+#: command -> (extra, the modules of that extra the command imports). Checked before the
+#: command runs, so a missing extra is one line and exit 2, never a traceback.
+NEEDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "serve": ("server", ("uvicorn",)),
+    "export": ("export", ("transformers", "torch", "onnx")),
+    "reference": ("export", ("transformers", "torch")),
+    "check-deploy": ("deploy", ("yaml",)),
+}
+
+
+def is_installed(module: str) -> bool:
+    """Whether ``module`` can be imported, without importing it (torch takes seconds)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def missing_extra(command: str) -> str | None:
+    """The message for a command whose extra is not installed, or None when it is."""
+    extra, modules = NEEDS.get(command, ("", ()))
+    missing = [module for module in modules if not is_installed(module)]
+    if not missing:
+        return None
+    return (
+        f"needs the '{extra}' extra (missing: {', '.join(missing)}); install it with:\n"
+        f"  {INSTALL_LINES[extra]}"
+    )
+
+
+def missing_module_message(exc: ModuleNotFoundError) -> str | None:
+    """The install line for a module of a known extra that a command failed to import."""
+    top = (exc.name or "").split(".")[0]
+    for extra, modules in NEEDS.values():
+        if top in modules:
+            return (
+                f"needs the '{extra}' extra (missing: {top}); install it with:\n  "
+                + (INSTALL_LINES[extra])
+            )
+    return None
+
+
 #: Other names of a command: ``bench`` is ``load-test``, whose name keeps it apart from the
 #: repository's benchmarks/ (the project's own measurements).
 ALIASES: dict[str, str] = {"bench": "load-test"}
@@ -86,14 +139,32 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(argv).parse_args(argv)
-    from .tools.exit_status import CheckFailed, ToolError
+    try:
+        args = build_parser(argv).parse_args(argv)
+    except ModuleNotFoundError as exc:  # a command module that imports its extra at the top
+        message = missing_module_message(exc)
+        if message is None:
+            raise
+        print(f"siglip-text {chosen_command(argv)}: {message}", file=sys.stderr)
+        return 2
+    from .tools.exit_status import EXIT_UNUSABLE_INPUT, CheckFailed, ToolError
 
+    command = ALIASES.get(args.command, args.command)
+    message = missing_extra(command)
+    if message is not None:
+        print(f"siglip-text {command}: {message}", file=sys.stderr)
+        return EXIT_UNUSABLE_INPUT
     try:
         return int(args._module.run(args))
     except (ToolError, CheckFailed) as exc:
         print(f"siglip-text {args.command}: {exc}", file=sys.stderr)
         return exc.exit_status
+    except ModuleNotFoundError as exc:
+        message = missing_module_message(exc)
+        if message is None:
+            raise
+        print(f"siglip-text {args.command}: {message}", file=sys.stderr)
+        return EXIT_UNUSABLE_INPUT
 
 
 if __name__ == "__main__":

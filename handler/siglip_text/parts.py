@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
     from .engine.loading import InitPlan
     from .engine.service import EmbeddingService
-    from .http.auth import ApiKeyAuthenticator
+    from .http.auth import ApiKeyAuthenticator, KeyFileAuthenticator
     from .http.front import Front
     from .settings import Settings
 
@@ -24,6 +24,6 @@ class Parts:
     settings: Settings
     plan: InitPlan
     service: EmbeddingService
-    authenticator: ApiKeyAuthenticator | None
+    authenticator: ApiKeyAuthenticator | KeyFileAuthenticator | None
     front: Front
     app: FastAPI

@@ -41,6 +41,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="api-key, or none (anyone who reaches the port may use /v1); else "
         "SIGLIP_AUTH_MODE; required when --host is not a loopback address",
     )
+    parser.add_argument(
+        "--api-key-file",
+        metavar="PATH",
+        help="auth mode api-key with the keys in PATH, one per line (blank lines and # "
+        "comments ignored), mode 600; changes are picked up without a restart; else "
+        "SIGLIP_API_KEY_FILE (docs/api.md, API keys)",
+    )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
     parser.add_argument(
         "--allow-host",
@@ -72,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         overrides["model_dir"] = args.model_dir
     if args.auth_mode:
         overrides["auth_mode"] = args.auth_mode
+    if args.api_key_file:
+        overrides["api_key_file"] = args.api_key_file
     try:
         settings = load_settings(**overrides)
         parts = assemble(

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -37,6 +37,10 @@ CACHE_MAX_BYTES = 64 * 1024 * 1024
 CpuCount = Callable[[], int]
 
 
+#: ``SIGLIP_MAX_INPUTS_PER_REQUEST``: a number, or "auto" (derived from the deployment).
+MaxInputs = Annotated[int, Field(ge=1, le=MAX_INPUTS_CEILING)] | Literal["auto"]
+
+
 def demo_model_dir() -> Path:
     """The bundled demo model (synthetic: trained on toy captions, not SigLIP weights)."""
     return Path(__file__).resolve().parent / "demo"
@@ -58,7 +62,8 @@ class Settings(BaseSettings):
     ort_allow_spinning: bool = False
     ort_graph_optimization: Literal["auto", "disable", "basic", "extended", "all"] = "auto"
 
-    max_inputs_per_request: int = Field(default=2048, ge=1, le=MAX_INPUTS_CEILING)
+    # "auto": derived at init from what the deployment can answer (http/inputs_bound.py).
+    max_inputs_per_request: MaxInputs = "auto"
     max_request_bytes: int = Field(default=6 * 1024 * 1024, ge=1024)
     max_concurrent_requests: int = Field(default=1, ge=1, le=1024)
     max_pending_requests: int = Field(default=32, ge=0, le=100_000)
@@ -78,13 +83,17 @@ class Settings(BaseSettings):
     max_response_bytes: int | None = Field(default=None, ge=1024)
     # Of the invocation's remaining time, what the answer needs after the model (Lambda).
     time_reserve_ms: int = Field(default=500, ge=0, le=600_000)
+    # The function's Timeout, which Lambda does not tell the function (the template sets
+    # it): the time side of the "auto" inputs per request. Unset: no time bound (`serve`).
+    function_timeout_seconds: float | None = Field(default=None, gt=0, le=900)
     # The base path of a custom domain's API mapping, which API Gateway leaves in the event's
     # path (Mangum's api_gateway_base_path); unset or empty: none.
     api_base_path: str | None = Field(default=None, max_length=512)
 
-    # Token-id inputs: "accept" embeds them as this model's ids; "reject" answers 400. Clients
-    # that tokenize with tiktoken (LangChain's default) send ids of another vocabulary.
-    token_id_inputs: Literal["accept", "reject"] = "accept"
+    # Token-id inputs: "reject" (default) answers 400; "accept" embeds them as this model's
+    # ids. Clients that tokenize with tiktoken (LangChain's default) send ids of another
+    # vocabulary, which a 256k vocabulary takes without complaint: a wrong vector with 200.
+    token_id_inputs: Literal["accept", "reject"] = "reject"
 
     cache_size: int = Field(default=0, ge=0, le=10_000_000)
     # The cache's bound in bytes (keys, vectors, bookkeeping), whatever cache_size says.
@@ -98,6 +107,39 @@ class Settings(BaseSettings):
     # cache period, since the read starts one read's time before it at the latest (auth.py).
     api_key_cache_seconds: int = Field(default=300, ge=10, le=3600)
     api_key_max_staleness_seconds: int = Field(default=900, ge=10, le=86400)
+    # `serve` only: the keys in a file of one key per line, private to its owner, instead of
+    # the secret (http/key_file.py); its changes are picked up within the check period, at
+    # most a minute. Set without an auth mode, it means api-key; with none, it is refused.
+    api_key_file: Path | None = None
+    api_key_file_check_seconds: float = Field(default=10.0, gt=0, le=60)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _key_file_means_api_key(cls, data: object) -> object:
+        if not isinstance(data, dict) or "api_key_file" not in data:
+            return data
+        path = data["api_key_file"]
+        if isinstance(path, str) and not path.strip():  # set but empty: not set
+            return {k: v for k, v in data.items() if k != "api_key_file"}
+        if path is not None and not data.get("auth_mode"):
+            return {**data, "auth_mode": "api-key"}
+        return data
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> Settings:
+        if self.api_key_file is None:
+            return self
+        if self.auth_mode != "api-key":
+            raise ValueError(
+                f"{ENV_PREFIX}API_KEY_FILE (--api-key-file) holds API keys: it needs auth mode "
+                f"api-key, not {self.auth_mode}"
+            )
+        if self.api_key_secret_arn:
+            raise ValueError(
+                f"{ENV_PREFIX}API_KEY_FILE and {ENV_PREFIX}API_KEY_SECRET_ARN are both set: "
+                "the keys come from one source, the file or the secret"
+            )
+        return self
 
     @model_validator(mode="after")
     def _staleness_covers_the_cache(self) -> Settings:
@@ -108,7 +150,9 @@ class Settings(BaseSettings):
             )
         return self
 
-    @field_validator("model_dir", "model_manifest_path", "onnx_model_path", "tokenizer_path")
+    @field_validator(
+        "model_dir", "model_manifest_path", "onnx_model_path", "tokenizer_path", "api_key_file"
+    )
     @classmethod
     def _expand(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
@@ -136,7 +180,8 @@ class Settings(BaseSettings):
             else:
                 raise ConfigError(
                     f"{ENV_PREFIX}{var} is not set (set it, or {ENV_PREFIX}MODEL_DIR for all "
-                    "three artifacts)"
+                    "three artifacts; on the command line: --model-dir DIR, or --demo for the "
+                    "bundled demo model)"
                 )
         return BundlePaths(*paths)
 

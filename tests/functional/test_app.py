@@ -246,7 +246,7 @@ def test_inference_failure_is_500_without_internals(service, demo_dir, tmp_path)
         config=SessionConfig(intra_op_threads=1),
     )
     broken = EmbeddingService(service.manifest, service.tokenizer, encoder)
-    with TestClient(create_app(broken, load_settings())) as test_client:
+    with TestClient(create_app(broken, load_settings(token_id_inputs="accept"))) as test_client:
         assert post(test_client, {"input": [[9] * 40]}).status_code == 200
         response = post(test_client, {"input": [[9, 9, 1]]})
     error = expect_error(response, 500)

@@ -115,7 +115,9 @@ def llm_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    with demo_server() as base:
+    # token ids accepted (the default refuses them): the accept case below needs it, and
+    # every other test here sends text
+    with demo_server(SIGLIP_TOKEN_ID_INPUTS="accept") as base:
         yield base
 
 
@@ -393,7 +395,7 @@ def test_langchain_default_call_against_accept_names_the_likely_cause(
     import openai
 
     _tiktoken_offline(monkeypatch)
-    # GIVEN the default (accept): cl100k ids of these texts exceed the demo's 990-entry vocabulary
+    # GIVEN accept: cl100k ids of these texts exceed the demo's 990-entry vocabulary
     with pytest.raises(openai.BadRequestError) as raised:
         langchain(server).embed_documents(TEXTS)
     # THEN the out-of-vocabulary message names LangChain's setting as the likely cause

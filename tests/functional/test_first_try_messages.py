@@ -31,9 +31,9 @@ def error_of(response, status: int) -> dict:
     return body["error"]
 
 
-def test_token_id_inputs_setting_defaults_to_accept_and_refuses_other_values() -> None:
-    assert load_settings().token_id_inputs == "accept"
-    assert load_settings(token_id_inputs="reject").token_id_inputs == "reject"
+def test_token_id_inputs_setting_defaults_to_reject_and_refuses_other_values() -> None:
+    assert load_settings().token_id_inputs == "reject"
+    assert load_settings(token_id_inputs="accept").token_id_inputs == "accept"
     with pytest.raises(ConfigError, match="SIGLIP_TOKEN_ID_INPUTS"):
         load_settings(token_id_inputs="sometimes")
 

@@ -25,6 +25,7 @@ def test_health_shows_status_model_revision_dimension_and_fingerprint_only(
         "revision": service.revision,
         "embedding_dimension": service.dimension,
         "fingerprint": service.fingerprint,
+        "max_inputs_per_request": 2048,  # `serve`'s bound: nothing in front limits it
     }
     assert len(body["revision"]) == 40
 
@@ -34,7 +35,14 @@ def test_health_shows_no_cache_counters_even_with_a_cache(demo_dir: Path) -> Non
     with TestClient(create_app(load_service(settings), settings)) as client:
         client.post("/v1/embeddings", json={"input": ["a cat", "a cat"]})
         body = client.get("/health").json()
-    assert set(body) == {"status", "model", "revision", "embedding_dimension", "fingerprint"}
+    assert set(body) == {
+        "status",
+        "model",
+        "revision",
+        "embedding_dimension",
+        "fingerprint",
+        "max_inputs_per_request",
+    }
 
 
 def test_versions_threads_and_init_timings_are_in_the_init_log(demo_dir: Path, caplog: Any) -> None:

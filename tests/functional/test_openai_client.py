@@ -31,11 +31,13 @@ def test_float_encoding_gives_the_same_vectors(openai_client: OpenAI, service) -
     )
 
 
-def test_token_id_input_through_the_client(openai_client: OpenAI, service) -> None:
-    response = openai_client.embeddings.create(model=service.model_id, input=[[300, 301, 302]])
-    np.testing.assert_allclose(
-        response.data[0].embedding, service.embed_token_ids([[300, 301, 302]]).vectors[0], atol=1e-6
-    )
+def test_token_id_input_through_the_client_is_refused_by_default(
+    openai_client: OpenAI, service
+) -> None:
+    # (embedded under SIGLIP_TOKEN_ID_INPUTS=accept: test_token_ids_refused_by_default.py)
+    with pytest.raises(BadRequestError) as caught:
+        openai_client.embeddings.create(model=service.model_id, input=[[300, 301, 302]])
+    assert caught.value.code == "token_ids_rejected" and caught.value.param == "input"
 
 
 def test_wrong_model_raises_not_found(openai_client: OpenAI) -> None:

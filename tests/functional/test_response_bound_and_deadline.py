@@ -135,8 +135,12 @@ def test_serve_has_no_response_limit_unless_set(wide_dir: Path) -> None:
     assert status == 200, content[:300]
     assert len(json.loads(content)["data"]) == 1000
     # AND with SIGLIP_MAX_RESPONSE_BYTES set (a proxy in front that buffers) they are refused
+    # (a number of inputs set, so that the response check, not the derived bound, refuses)
     limited = load_settings(
-        model_dir=wide_dir, ort_intra_op_threads=1, max_response_bytes=6_000_000
+        model_dir=wide_dir,
+        ort_intra_op_threads=1,
+        max_response_bytes=6_000_000,
+        max_inputs_per_request=2048,
     )
     status, _, content = asgi_call(
         create_app(load_service(limited), limited), body, {"content-type": "application/json"}
@@ -150,7 +154,10 @@ def test_a_set_response_limit_holds_at_its_edge_through_the_handler(
 ) -> None:
     # GIVEN the demo model behind a small frontend limit (SIGLIP_MAX_RESPONSE_BYTES)
     limit = 120_000
-    with built_lambda(demo_dir, SIGLIP_MAX_RESPONSE_BYTES=str(limit)) as module:
+    # (a number of inputs set: the derived bound would refuse first, as float JSON)
+    with built_lambda(
+        demo_dir, SIGLIP_MAX_RESPONSE_BYTES=str(limit), SIGLIP_MAX_INPUTS_PER_REQUEST="2048"
+    ) as module:
         service = module.parts.service
         fit = inputs_that_fit(
             limit,
@@ -226,7 +233,12 @@ def test_a_request_whose_rest_cannot_finish_stops_between_chunks(
 def test_the_openai_client_does_not_retry_either_refusal(demo_dir: Path, refusal: str) -> None:
     # GIVEN the openai client with its default retries, in front of the real app
     limit = 2048 if refusal == "response_too_large" else None
-    settings = load_settings(model_dir=demo_dir, ort_intra_op_threads=1, max_response_bytes=limit)
+    settings = load_settings(
+        model_dir=demo_dir,
+        ort_intra_op_threads=1,
+        max_response_bytes=limit,
+        max_inputs_per_request=2048,
+    )
     service = load_service(settings)
     app = create_app(service, settings)
     arrived: list[str] = []

@@ -55,7 +55,7 @@ def test_the_highest_id_past_the_cut_is_embedded(
 
 @pytest.fixture(scope="module")
 def lambda_module(demo_dir: Path) -> Iterator[ModuleType]:
-    with built_lambda(demo_dir) as module:
+    with built_lambda(demo_dir, SIGLIP_TOKEN_ID_INPUTS="accept") as module:
         yield module
 
 

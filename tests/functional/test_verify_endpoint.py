@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from siglip_text.cli import main
 
+from tests.support.servers import demo_server
+
 pytest.importorskip("openai", reason="verify --url needs the openai client")
+
+
+@pytest.fixture(scope="module")
+def live_server() -> Iterator[str]:
+    """`serve --demo` taking token ids (SIGLIP_TOKEN_ID_INPUTS=accept), so that verify's id
+    check runs; the default refuses them (the last test here)."""
+    with demo_server(SIGLIP_TOKEN_ID_INPUTS="accept") as base:
+        yield base
 
 
 def _write(path: Path, cases: list[dict[str, Any]]) -> Path:
@@ -88,8 +99,6 @@ def test_verify_against_a_live_endpoint_names_a_reference_that_starts_with_bos(
 def test_verify_against_an_endpoint_refusing_token_ids_checks_the_vectors_only(
     reference: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.support.servers import demo_server
-
     # GIVEN an endpoint deployed as template.yaml does (TokenIdInputs=reject)
     refs = _write(tmp_path / "ref.jsonl", reference["cases"])
     with demo_server(SIGLIP_TOKEN_ID_INPUTS="reject") as base:

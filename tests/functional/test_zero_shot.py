@@ -74,6 +74,8 @@ def test_zero_shot_command_reports_top1_and_top5_from_files(
             str(tmp_path / "labels.txt"),
             "--classes",
             str(tmp_path / "classes.txt"),
+            "--classes-format",
+            "lines",
             "--demo",
             "--threads",
             "1",
@@ -122,6 +124,8 @@ def test_zero_shot_refuses_labels_that_do_not_match_the_images(
             str(tmp_path / "labels.npy"),
             "--classes",
             str(tmp_path / "classes.txt"),
+            "--classes-format",
+            "lines",
             "--demo",
         ]
     )

@@ -136,7 +136,7 @@ def lambda_answer(result: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
 
 
 def expected_status(name: str) -> int:
-    if "bad-request" in name:
+    if "bad-request" in name or "token-ids" in name:  # token ids: refused by default
         return 400
     if "unknown-route" in name:
         return 404

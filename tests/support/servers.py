@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,8 +78,11 @@ class LiveServer:
 
 
 @contextmanager
-def running_server(*, log_level: str = "warning", **settings: str) -> Iterator[LiveServer]:
-    """`siglip-text serve --demo` with extra ``SIGLIP_*`` settings, healthy; stopped after."""
+def running_server(
+    *, log_level: str = "warning", args: Sequence[str] = (), **settings: str
+) -> Iterator[LiveServer]:
+    """`siglip-text serve --demo` with extra ``SIGLIP_*`` settings and command-line ``args``,
+    healthy; stopped after."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIGLIP_")}
     env["SIGLIP_ORT_INTRA_OP_THREADS"] = "1"
@@ -87,7 +90,10 @@ def running_server(*, log_level: str = "warning", **settings: str) -> Iterator[L
     command = [sys.executable, "-m", "siglip_text.cli", "serve", "--demo", "--port", str(port)]
     with tempfile.NamedTemporaryFile(prefix="siglip-serve-", suffix=".log", delete=False) as log:
         process = subprocess.Popen(
-            [*command, "--log-level", log_level], env=env, stdout=subprocess.DEVNULL, stderr=log
+            [*command, *args, "--log-level", log_level],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
         )
     server = LiveServer(f"http://127.0.0.1:{port}", port, process, Path(log.name))
     deadline = time.monotonic() + 60

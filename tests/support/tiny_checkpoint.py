@@ -92,8 +92,9 @@ def make_tiny_checkpoint(
 
 
 def export_tiny(checkpoint: Path, out: Path, *extra: str) -> int:
-    """``siglip-text export`` of the tiny checkpoint (one thread, a small fidelity corpus);
-    returns the exit status."""
+    """``siglip-text export`` of the tiny checkpoint (one thread, a small fidelity corpus),
+    fp32 unless ``extra`` says ``--precision int8`` (export's own default is int8); returns
+    the exit status."""
     from siglip_text.cli import main
 
     return main(
@@ -110,6 +111,8 @@ def export_tiny(checkpoint: Path, out: Path, *extra: str) -> int:
             "1",
             "--fidelity-corpus",
             "128",
+            "--precision",
+            "fp32",
             *extra,
         ]
     )

@@ -14,7 +14,10 @@ import re
 from typing import Any
 
 import pytest
+from siglip_text.engine.limits import inputs_in_time
+from siglip_text.http.inputs_bound import OPENAI_MAX_INPUTS
 from siglip_text.http.response_size import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_that_fit
+from siglip_text.settings import Settings
 
 from devkit.deployment import load_template, samconfig_parameters
 from devkit.sam import resolve
@@ -251,29 +254,64 @@ def test_a_failed_invoke_is_a_503_counted_from_the_access_log_and_alarmed() -> N
 # --- requests that fit; a custom domain ------------------------------------------------------
 
 
-def per_input_ms() -> dict[str, float]:
-    """docs/performance.md's measured query time per input on 2 vCPUs, per bundle."""
+def per_input_ms() -> dict[str, tuple[int, float]]:
+    """docs/performance.md's MemorySize to choose per bundle, and the query time per input
+    measured at it ("MemorySize (est. ms)")."""
     text = (ROOT / "docs" / "performance.md").read_text()
     rows = re.findall(r"^\| ([\w-]+-(?:fp32|int8)) \| \d+ \|(.*)$", text, re.MULTILINE)
     found = {}
     for name, rest in rows:
         cells = [c.strip() for c in rest.split("|")]
-        two_threads, _ = cells[4].split(" / ")
-        found[name] = float(two_threads.replace(",", ""))
+        memory, ms = re.fullmatch(r"([\d,]+) \((\d+)\)", cells[7]).groups()  # type: ignore[union-attr]
+        found[name] = (int(memory.replace(",", "")), float(ms))
     return found
 
 
-def test_the_request_limit_fits_the_timeout_for_every_size() -> None:
+def test_the_function_derives_its_inputs_bound_from_its_timeout() -> None:
+    # GIVEN the function as the template deploys it
+    stack = deploy()
     function = load_template()["Mappings"]["Settings"]["Function"]
-    inputs = int(function["MaxInputsPerRequest"])
-    timeout_s = int(function["Timeout"])
+    variables = stack.resources[SERVED]["Properties"]["Environment"]["Variables"]
+    env = {name: resolve(stack.cfn, value, stack.params) for name, value in variables.items()}
+    # THEN the bound is derived ("auto"), and the function knows its own Timeout for it
+    assert function["MaxInputsPerRequest"] == "auto"
+    assert env["SIGLIP_MAX_INPUTS_PER_REQUEST"] == "auto"
+    assert float(env["SIGLIP_FUNCTION_TIMEOUT_SECONDS"]) == float(function["Timeout"])
+
+
+def test_sizes_md_gives_each_size_the_bound_the_function_derives() -> None:
+    # GIVEN docs/sizes.md's table of inputs per request, and the measured query times
+    text = (ROOT / "docs" / "sizes.md").read_text()
+    section = text[text.index("## Inputs per request") :]
+    rows = re.findall(r"^\| ([\w-]+-(?:fp32|int8)) \|(.*)$", section, re.MULTILINE)
     measured = per_input_ms()
-    assert {"base-fp32", "giant-opt-fp32"} <= set(measured)
-    # THEN the slowest size's full request leaves a third of Timeout for a cold init and
-    # the rest (the 226 ms per input of giant-opt fp32 on 2 vCPUs, docs/performance.md)
-    assert inputs * max(measured.values()) / 1000 <= timeout_s * 2 / 3
-    # AND nobody can configure more than OpenAI's own limit per request
-    assert inputs <= 2048
+    assert {name for name, _ in rows} == set(measured)
+    dims = {"base": 768, "large": 1024, "so400m": 1152, "giant-opt": 1536}
+    timeout_s = float(load_template()["Mappings"]["Settings"]["Function"]["Timeout"])
+    reserve_s = Settings.model_fields["time_reserve_ms"].default / 1000
+    bounds = {}
+    for name, rest in rows:
+        memory, ms, by_time, by_response, bound = (
+            int(c.strip().replace(",", "")) for c in rest.strip(" |").split("|")
+        )
+        # THEN each row is the measurement and what inputs_bound.py derives from it
+        assert (memory, ms) == (measured[name][0], round(measured[name][1])), name
+        assert by_time == inputs_in_time(
+            timeout_s=timeout_s, reserve_s=reserve_s, seconds_per_input=measured[name][1] / 1000
+        ), name
+        assert by_response == inputs_that_fit(
+            LAMBDA_RESPONSE_LIMIT_BYTES,
+            dimension=dims[name.rsplit("-", 1)[0]],
+            encoding="float",
+            model="google/siglip2-so400m-patch16-naflex",
+            max_tokens=64,
+        ), name
+        assert bound == min(by_time, by_response, OPENAI_MAX_INPUTS), name
+        bounds[name] = bound
+    # AND the default bundle at the template's default memory answers 150 texts at once
+    default_memory = int(load_template()["Parameters"]["MemorySize"]["Default"])
+    assert measured["base-int8"][0] == default_memory
+    assert bounds["base-int8"] >= 150
 
 
 def test_a_custom_domains_base_path_reaches_the_function_and_its_version() -> None:
@@ -284,36 +322,3 @@ def test_a_custom_domains_base_path_reaches_the_function_and_its_version() -> No
     (version,) = stack.of_type("AWS::Lambda::Version").values()
     description = resolve(stack.cfn, version["Properties"]["Description"], stack.params)
     assert "base=embeddings/v2" in description
-
-
-def test_sizes_md_gives_each_size_the_smaller_of_its_time_and_response_bounds() -> None:
-    # GIVEN docs/sizes.md's table of safe inputs per request, and the measured query times
-    text = (ROOT / "docs" / "sizes.md").read_text()
-    section = text[text.index("## Inputs per request") :]
-    rows = re.findall(r"^\| ([\w-]+-(?:fp32|int8)) \|(.*)$", section, re.MULTILINE)
-    measured = per_input_ms()
-    assert {name for name, _ in rows} == set(measured)
-    dims = {"base": 768, "large": 1024, "so400m": 1152, "giant-opt": 1536}
-    # the most float vectors the function answers within Lambda's response (limits.py)
-    response_bound = {
-        d: inputs_that_fit(
-            LAMBDA_RESPONSE_LIMIT_BYTES,
-            dimension=d,
-            encoding="float",
-            model="google/siglip2-so400m-patch16-naflex",
-            max_tokens=64,
-        )
-        for d in dims.values()
-    }
-    safe_default = int(load_template()["Mappings"]["Settings"]["Function"]["MaxInputsPerRequest"])
-    for name, rest in rows:
-        ms, by_time, by_response, safe = (
-            int(c.strip().replace(",", "")) for c in rest.strip(" |").split("|")
-        )
-        # THEN each row is today's measurement and the smaller bound, rounded down to 16
-        assert ms == round(measured[name]), name
-        assert by_time == int(20_000 // measured[name]), name
-        assert by_response == response_bound[dims[name.rsplit("-", 1)[0]]], name
-        assert safe == min(by_time, by_response) // 16 * 16, name
-        # AND the template's constant is safe for it
-        assert safe_default <= safe

@@ -62,6 +62,10 @@ class SnapStart:
         #: The function's settings: the thread count is detected again from them.
         self.settings = parts.settings
         self.asgi_handler = asgi_handler
+        from ..http.auth import ApiKeyAuthenticator
+
+        # A function's keys come from the secret (assembly.require_auth_mode refuses a file).
+        assert parts.authenticator is None or isinstance(parts.authenticator, ApiKeyAuthenticator)
         self.authenticator = parts.authenticator
         self.logger = logger
         self.metrics = metrics

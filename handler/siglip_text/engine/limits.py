@@ -7,10 +7,15 @@ the best pace this process has measured (`Pace`), or when the next chunk at the 
 pace would run into the timeout. Lambda would otherwise end the invocation with a timeout,
 which API Gateway answers with a 5xx that OpenAI clients retry (three billed timeouts).
 Sending the request again unchanged gets the same refusal: it must be split.
+
+`inputs_in_time` is the same knowledge ahead of any request: how many inputs fit a timeout at
+the pace the init's probe measured, the time side of the most inputs a request may hold
+(``http/inputs_bound.py``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -60,3 +65,27 @@ class Deadline:
             "split it into smaller requests (retrying it unchanged is likely to stop again)",
             param="input",
         )
+
+
+#: The share of a timeout (less the reserve) that a request of the most inputs may spend on
+#: the model: the rest covers a cold init, which a gateway counts in its own timeout (API
+#: Gateway's 29 s runs from the request, init included), and a pace slower than the probe's
+#: (a request's first inputs read token-table rows from the image; neighbours share the CPU).
+TIME_SHARE = 2 / 3
+#: A time bound is rounded down to a multiple of this, so that environments whose probes
+#: measured nearly the same pace state the same bound.
+TIME_BOUND_STEP = 16
+
+
+def inputs_in_time(*, timeout_s: float, reserve_s: float, seconds_per_input: float) -> int:
+    """The most inputs whose compute fits `TIME_SHARE` of ``timeout_s`` less ``reserve_s``
+    at ``seconds_per_input`` (the init's probe: one input per run, so a conservative pace for
+    a batch), rounded down to a multiple of `TIME_BOUND_STEP` when there are that many; at
+    least 1 (a single input is always tried: the deadline still stops it if it cannot end).
+    """
+    budget = max(timeout_s - reserve_s, 0.0) * TIME_SHARE
+    # A clock's tick as the floor: a pace of 0 would be no bound at all.
+    fits = math.floor(budget / max(seconds_per_input, 1e-6))
+    if fits >= TIME_BOUND_STEP:
+        fits -= fits % TIME_BOUND_STEP
+    return max(1, fits)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -163,6 +164,10 @@ class EmbeddingService:
         #: The contract fingerprint of what is served (``sha256:`` + 64 hex), set by init's
         #: contract check (fingerprint.check_contract); None only before it ran.
         self.fingerprint: str | None = None
+        #: Seconds per input the init's probe measured on this CPU: the faster of its two
+        #: runs of one input each, tokenization and model (`probe`); None before it ran. The
+        #: time side of the most inputs a request may hold (http/inputs_bound.py).
+        self.probe_seconds_per_input: float | None = None
         self._cache = (
             _VectorCache(cache_size, cache_max_bytes)
             if cache_size > 0 and cache_max_bytes > 0
@@ -330,13 +335,16 @@ class EmbeddingService:
         Catches a graph whose embedding table is smaller than the tokenizer's vocabulary, a
         graph that returns NaN or zeros, and output shape mismatches, before any request.
         Returns the vector of `PROBE_TEXT` (the init's self-check compares it with the
-        manifest's reference).
+        manifest's reference); records the pace it measured (`probe_seconds_per_input`).
         """
+        began = time.perf_counter()
         try:
             text = self.embed_texts([PROBE_TEXT])
         except SiglipError as exc:
             raise ModelLoadError(f"inference probe failed: {exc.message}") from exc
+        first = time.perf_counter() - began
         highest = self.tokenizer.vocab_size - 1
+        began = time.perf_counter()
         try:
             ids = self.embed_token_ids([[highest, self.tokenizer.eos_id]])
         except SiglipError as exc:
@@ -346,6 +354,8 @@ class EmbeddingService:
                 "table is smaller than the tokenizer (they do not belong together) "
                 f"({exc.message})"
             ) from exc
+        # The first run also pays for first touches (pages, allocations): the faster is the pace.
+        self.probe_seconds_per_input = min(first, time.perf_counter() - began)
         for vectors in (text.vectors, ids.vectors):
             norm = float(np.linalg.norm(vectors[0]))
             if abs(norm - 1.0) > 1e-3:

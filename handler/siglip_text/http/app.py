@@ -32,6 +32,7 @@ from .embeddings import embed_body
 from .errors import error_answer, short
 from .front import Front
 from .gate import API_PREFIX, method_not_allowed, route_not_found
+from .inputs_bound import InputsBound, derive_inputs_bound
 from .schemas import (
     ErrorResponse,
     OpenAICompatEmbeddingRequest,
@@ -78,7 +79,17 @@ class Served:
     observer: RequestObserver | None = None
     #: The largest answer the frontend returns (None: no limit).
     response_limit: int | None = None
+    #: The most inputs a request may hold (inputs_bound.py); None: the setting's number, or
+    #: OpenAI's 2048 where it is "auto" (`Served.max_inputs` gives it).
+    bound: InputsBound | None = None
     run: Runner = field(default=run_in_threadpool)
+
+    @property
+    def max_inputs(self) -> InputsBound:
+        """The bound `create_app` derived, else the one of a frontend without limits."""
+        if self.bound is not None:
+            return self.bound
+        return derive_inputs_bound(self.service, self.settings, response_limit=None)
 
 
 def served(request: Request) -> Served:
@@ -90,10 +101,12 @@ def served(request: Request) -> Served:
 
 
 async def health(request: Request, probe: bool = False) -> JSONObject:
-    """Open to anyone (probes): the model's identity only. Versions, threads and init timings
-    are in the init log; cache counters in the metrics (CacheHits). ``?probe=true`` adds what
-    the pre-traffic hook (a function without this package) holds this version's /v1 answer
-    to: the init's probe text, and the reference export recorded for it with its bound."""
+    """Open to anyone (probes): the model's identity, and ``max_inputs_per_request``, the
+    most inputs a request may hold (a client's batch size). Versions, threads and init
+    timings are in the init log; cache counters in the metrics (CacheHits). ``?probe=true``
+    adds what the pre-traffic hook (a function without this package) holds this version's /v1
+    answer to: the init's probe text, and the reference export recorded for it with its
+    bound."""
     service = served(request).service
     body: JSONObject = {
         "status": "ok",
@@ -101,6 +114,7 @@ async def health(request: Request, probe: bool = False) -> JSONObject:
         "revision": service.revision,
         "embedding_dimension": service.dimension,
         "fingerprint": service.fingerprint,
+        "max_inputs_per_request": served(request).max_inputs.value,
     }
     if probe:
         body["probe"] = expected_probe(service.manifest, PROBE_TEXT)
@@ -108,7 +122,8 @@ async def health(request: Request, probe: bool = False) -> JSONObject:
 
 
 async def list_models(request: Request) -> JSONObject:
-    service = served(request).service
+    context = served(request)
+    service = context.service
     return {
         "object": "list",
         "data": [
@@ -118,6 +133,7 @@ async def list_models(request: Request) -> JSONObject:
                 "created": 0,
                 "owned_by": "siglip-text",
                 "fingerprint": service.fingerprint,
+                "max_inputs_per_request": context.max_inputs.value,
             }
         ],
     }
@@ -138,6 +154,7 @@ async def create_embeddings(request: Request) -> Response:
             body,
             deadline=deadline,
             response_limit=context.response_limit,
+            bound=context.max_inputs,
         )
     )
     if context.observer is not None:
@@ -160,7 +177,7 @@ async def tokenize(request: Request) -> Response:
             tokenize_body,
             context.service,
             body,
-            max_inputs=context.settings.max_inputs_per_request,
+            max_inputs=context.max_inputs.value,
             response_limit=context.response_limit,
         )
     )
@@ -356,12 +373,14 @@ def create_app(
         app.add_api_route(route.path, route.endpoint, methods=[route.method], **route.options)
         if route.method == "GET":  # the front sends HEAD's status and headers, no content
             app.add_api_route(route.path, route.endpoint, methods=["HEAD"], include_in_schema=False)
+    response_limit = settings.max_response_bytes or frontend_response_limit
     # The one object the app holds: the routes read it (`served`), nothing else does.
     app.state.served = Served(
         service,
         settings,
         observer=observer,
-        response_limit=settings.max_response_bytes or frontend_response_limit,
+        response_limit=response_limit,
+        bound=derive_inputs_bound(service, settings, response_limit=response_limit),
         run=run_in_threadpool if offload_inference else _on_the_loop,
     )
     if front is None:

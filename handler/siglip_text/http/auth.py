@@ -1,4 +1,5 @@
-"""API keys (auth mode ``api-key``): ``Authorization: Bearer <key>``, keys in Secrets Manager.
+"""API keys (auth mode ``api-key``): ``Authorization: Bearer <key>``, keys in Secrets Manager
+or, for `serve` only, in a key file (`KeyFileAuthenticator`, ``SIGLIP_API_KEY_FILE``).
 
 The secret (``SIGLIP_API_KEY_SECRET_ARN``, its forms and its one read: `key_secret`) is read
 first at init, so a missing secret or permission fails the start, then again ahead of
@@ -42,11 +43,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..engine.errors import ConfigError
 from ..settings import ENV_PREFIX, Settings
 from .errors import AuthenticationError, KeysUnavailableError
+from .key_file import KeyFileError, KeyFileExposed, Signature, read_key_file, signature
 from .key_secret import (
     CONNECT_TIMEOUT_SECONDS,
     READ_TIMEOUT_SECONDS,
@@ -389,8 +392,9 @@ def build_authenticator(
     clock: Callable[[], float] = time.monotonic,
     on_refresh_failed: Callable[[], None] | None = None,
     read_now: bool = True,
-) -> ApiKeyAuthenticator:
-    """The authenticator for ``auth_mode == "api-key"``, its keys loaded (ConfigError if not).
+) -> ApiKeyAuthenticator | KeyFileAuthenticator:
+    """The authenticator for ``auth_mode == "api-key"``, its keys loaded (ConfigError if not):
+    the key file's (`KeyFileAuthenticator`) when ``api_key_file`` is set, else the secret's.
 
     ``background`` (`serve`): reads off the request path, and, unless ``keep_fresh`` is
     False, kept fresh by a thread of their own (`ApiKeyAuthenticator.keep_fresh`).
@@ -398,10 +402,15 @@ def build_authenticator(
     ``read_now=False`` (an init that will be snapshotted): the secret is checked without
     reading its value (`ApiKeyAuthenticator.check_readable`) and no key is held until a read
     (`ApiKeyAuthenticator.reload` after the restore)."""
+    if settings.api_key_file is not None:
+        return build_key_file_authenticator(
+            settings, clock=clock, on_refresh_failed=on_refresh_failed
+        )
     if not settings.api_key_secret_arn:
         raise ConfigError(
             f"{ENV_PREFIX}API_KEY_SECRET_ARN is not set (required when {ENV_PREFIX}AUTH_MODE "
-            "is api-key)"
+            f"is api-key; serve can read its keys from a file instead: --api-key-file or "
+            f"{ENV_PREFIX}API_KEY_FILE)"
         )
     authenticator = ApiKeyAuthenticator(
         settings.api_key_secret_arn,
@@ -420,4 +429,152 @@ def build_authenticator(
     logger.info("API key authentication on", extra={"api_keys": keys})
     if background if keep_fresh is None else keep_fresh:
         authenticator.keep_fresh()
+    return authenticator
+
+
+class KeyFileAuthenticator:
+    """Checks Bearer tokens against the keys of a key file (`key_file`: one per line, private
+    to its owner), picking up a changed file without a restart.
+
+    At most once every ``check_seconds`` (the request that finds the check due makes it: one
+    ``stat``, microseconds) the file's `Signature` is compared with the one read; a changed
+    file is read again, and then:
+
+    - it holds keys: they replace those held (an added key works, a deleted one no longer);
+      a file of comments only means no key is valid (every keyed request gets 401);
+    - the group or others may now read it (`KeyFileExposed`): the keys it held may be known
+      beyond their owner, so none is accepted (503 with ``Retry-After``) until its mode is
+      private again, as ssh refuses a private key others can read; never open;
+    - it cannot be read, or holds something else (deleted, a half-written edit, a short key):
+      the keys held stay valid and the error is logged, once per state of the file, until a
+      read succeeds. A server whose key file is being edited keeps serving; to revoke every
+      key, empty the file of keys, don't delete it.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        check_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+        on_refresh_failed: Callable[[], None] | None = None,
+    ) -> None:
+        self.path = path
+        self.check_seconds = check_seconds
+        self.clock = clock
+        self.on_refresh_failed = on_refresh_failed
+        self._lock = threading.Lock()
+        self._digests: tuple[bytes, ...] = ()
+        self._signature: Signature | None = None  # of the file the held keys were read from
+        self._failed: Signature | str | None = None  # the state last reported as failing
+        self._exposed = False
+        self._next_check = -math.inf
+
+    def load(self) -> int:
+        """Read the file now (the start); ConfigError if it cannot be used or holds no key."""
+        try:
+            keys, read = read_key_file(self.path)
+        except KeyFileError as exc:
+            raise ConfigError(f"{ENV_PREFIX}API_KEY_FILE: {exc}") from None
+        if not keys:
+            raise ConfigError(
+                f"{ENV_PREFIX}API_KEY_FILE: {self.path} holds no key (one per line; blank "
+                "lines and # comments are ignored)"
+            )
+        with self._lock:
+            self._digests = tuple(_digest(key) for key in keys)
+            self._signature, self._next_check = read, self.clock() + self.check_seconds
+        return len(keys)
+
+    def _check(self) -> None:
+        """Read the file again if its check is due and it has changed since the last read."""
+        with self._lock:
+            now = self.clock()
+            if now < self._next_check:
+                return
+            self._next_check = now + self.check_seconds
+            held = self._signature
+        try:
+            if signature(self.path) == held:
+                return
+            keys, read = read_key_file(self.path)
+        except KeyFileExposed as exc:
+            self._refuse(exc)
+            return
+        except (KeyFileError, OSError) as exc:
+            self._keep(exc)
+            return
+        digests = tuple(_digest(key) for key in keys)
+        with self._lock:
+            changed = set(digests) != set(self._digests) or self._exposed
+            self._digests, self._signature = digests, read
+            self._exposed, self._failed = False, None
+        if changed:
+            (logger.info if digests else logger.warning)(
+                "API key file read: %d key(s)%s",
+                len(digests),
+                "" if digests else ", so every request with a key gets 401",
+                extra={"api_keys": len(digests)},
+            )
+
+    def _refuse(self, exc: KeyFileError) -> None:
+        with self._lock:
+            report = not self._exposed
+            self._exposed, self._signature, self._failed = True, None, None
+        if report:
+            logger.error("%s; no key is accepted (503) until it is private again", exc)
+            if self.on_refresh_failed is not None:
+                self.on_refresh_failed()
+
+    def _keep(self, exc: KeyFileError | OSError) -> None:
+        problem = str(exc) if isinstance(exc, KeyFileError) else f"{self.path}: {exc.strerror}"
+        with self._lock:
+            report = self._failed != problem
+            self._failed = problem
+        if report:
+            logger.warning(
+                "the API key file cannot be used (%s); the keys held stay valid", problem
+            )
+            if self.on_refresh_failed is not None:
+                self.on_refresh_failed()
+
+    def digests(self) -> tuple[bytes, ...]:
+        """Digests of the valid keys; KeysUnavailableError (503) while the file is exposed."""
+        self._check()
+        with self._lock:
+            if self._exposed:
+                raise KeysUnavailableError(retry_after=max(1, math.ceil(self.check_seconds)))
+            return self._digests
+
+    def __call__(self, authorization: str | None) -> None:
+        presented = _digest(bearer_token(authorization))
+        valid = False
+        for key in self.digests():
+            valid |= hmac.compare_digest(presented, key)  # no early exit: constant time
+        if not valid:
+            raise AuthenticationError(WRONG_KEY_MESSAGE)
+
+
+def build_key_file_authenticator(
+    settings: Settings,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    on_refresh_failed: Callable[[], None] | None = None,
+) -> KeyFileAuthenticator:
+    """The key file's authenticator, its keys read (ConfigError if the file cannot be used)."""
+    assert settings.api_key_file is not None
+    authenticator = KeyFileAuthenticator(
+        settings.api_key_file,
+        check_seconds=settings.api_key_file_check_seconds,
+        clock=clock,
+        on_refresh_failed=on_refresh_failed,
+    )
+    keys = authenticator.load()
+    logger.info(
+        "API key authentication on: %d key(s) from %s, checked for changes every %g s",
+        keys,
+        settings.api_key_file,
+        settings.api_key_file_check_seconds,
+        extra={"api_keys": keys},
+    )
     return authenticator

@@ -31,6 +31,7 @@ from ..engine.service import Embeddings, EmbeddingService, Inputs, TextInputs, T
 from ..settings import MAX_INPUTS_CEILING, Settings
 from .errors import short
 from .fields import refuse_unknown_fields
+from .inputs_bound import InputsBound, derive_inputs_bound
 from .response_size import check_response_fits
 from .schemas import (
     MAX_TOKEN_IDS_PER_INPUT,
@@ -75,11 +76,13 @@ def embed_body(
     *,
     deadline: Deadline | None,
     response_limit: int | None,
+    bound: InputsBound,
 ) -> tuple[bytes, int, Embeddings]:
     """One request's work: the answer's bytes, the number of inputs, what embedding cost.
-    ``response_limit``: the largest answer the frontend returns (None: no limit)."""
-    parsed = parse_request(body, max_inputs=settings.max_inputs_per_request)
-    inputs = validate_request(parsed, service, settings)
+    ``response_limit``: the largest answer the frontend returns (None: no limit);
+    ``bound``: the most inputs a request may hold (inputs_bound.py)."""
+    parsed = parse_request(body, max_inputs=bound.value)
+    inputs = validate_request(parsed, service, settings, bound=bound)
     encoding: EncodingFormat = parsed.encoding_format or "float"
     check_response_fits(
         len(inputs.items),
@@ -93,7 +96,7 @@ def embed_body(
         # In the message itself: `serve`'s plain log format drops `extra` fields.
         logger.info("inputs: %s", [short(repr(i), 200) for i in inputs.items[:16]])
     try:
-        result = service.embed(inputs, deadline, truncate=parsed.truncate)
+        result = service.embed(inputs, deadline, truncate=parsed.truncates)
         content = embeddings_response(
             result.vectors,
             model=service.model_id,
@@ -143,7 +146,9 @@ def parse_request(body: bytes, *, max_inputs: int | None = None) -> OpenAICompat
         raise _input_error(data, errors, max_inputs) from None
     first = next(e for e in errors if e["loc"])
     field_name = str(first["loc"][0])
-    raise InvalidInputError(f"invalid '{field_name}': {first['msg']}", param=field_name) from None
+    # A field's own check (a validator's ValueError) names what it accepts: its words alone.
+    message = str(first["msg"]).removeprefix("Value error, ")
+    raise InvalidInputError(f"invalid '{field_name}': {message}", param=field_name) from None
 
 
 def _input_error(
@@ -184,9 +189,16 @@ def _input_error(
 
 
 def validate_request(
-    request: OpenAICompatEmbeddingRequest, service: EmbeddingService, settings: Settings
+    request: OpenAICompatEmbeddingRequest,
+    service: EmbeddingService,
+    settings: Settings,
+    *,
+    bound: InputsBound | None = None,
 ) -> Inputs:
-    """Apply the served model's rules; return the inputs, tagged as texts or token ids."""
+    """Apply the served model's rules; return the inputs, tagged as texts or token ids.
+    ``bound``: the most inputs (None: the settings' bound with no frontend in front)."""
+    if bound is None:
+        bound = derive_inputs_bound(service, settings, response_limit=None)
     if request.model is not None and request.model != service.model_id:
         raise ModelNotFoundError(
             f"The model '{short(request.model, 80)}' is not served here; this endpoint serves "
@@ -202,16 +214,14 @@ def validate_request(
     inputs = as_inputs(request.input)
     if not inputs.items:
         raise InvalidInputError("'input' must not be an empty array", param="input")
-    if len(inputs.items) > settings.max_inputs_per_request:
-        raise TooManyInputsError(
-            f"'input' has {len(inputs.items)} items; at most {settings.max_inputs_per_request} "
-            "are accepted per request",
-            param="input",
-        )
+    if len(inputs.items) > bound.value:
+        raise TooManyInputsError(bound.refusal(len(inputs.items)), param="input")
     if isinstance(inputs, TokenIdInputs) and settings.token_id_inputs == "reject":
         raise TokenIdInputsRejectedError(
             "'input' is token ids, and this endpoint takes text only "
-            f"(SIGLIP_TOKEN_ID_INPUTS=reject); send the text instead: {FOREIGN_TOKEN_IDS_HINT}",
+            f"(SIGLIP_TOKEN_ID_INPUTS=reject); send the text instead: {FOREIGN_TOKEN_IDS_HINT}. "
+            "An operator whose callers tokenize with this bundle's own tokenizer may set "
+            "SIGLIP_TOKEN_ID_INPUTS=accept",
             param="input",
         )
     # An empty string is a text (<eos> then pads, as the training pipeline embeds it); an

@@ -18,7 +18,15 @@ from typing import Annotated, Literal
 
 import numpy as np
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    field_validator,
+)
 
 from ..engine.errors import InvalidInputError
 from ..engine.json_value import JSONObject, JSONValue
@@ -77,6 +85,11 @@ def _structure(body: bytes) -> int:
     return body.count(b",") + body.count(b"[") + body.count(b"{") + 1
 
 
+#: NVIDIA NIM's ``truncate`` values this server takes, and the boolean each means: "END" cuts
+#: the end (the contract's cut: the first tokens and <eos>), "NONE" refuses a long input.
+NIM_TRUNCATE = {"END": True, "NONE": False}
+
+
 class OpenAICompatEmbeddingRequest(BaseModel):
     """``POST /v1/embeddings``. A field not defined here is refused (400, `embeddings`);
     ``user`` and ``input_type`` are accepted without effect (docs/api.md)."""
@@ -108,12 +121,33 @@ class OpenAICompatEmbeddingRequest(BaseModel):
         description="NVIDIA NIM's `query` / `passage` (sent by semantic-router's NimEncoder): "
         "accepted, without effect; SigLIP has one text tower for both.",
     )
-    truncate: StrictBool = Field(
+    truncate: StrictBool | Literal["END", "NONE"] = Field(
         default=True,
         description="text-embeddings-inference's flag: true (default) embeds an input's first "
         "tokens when it is longer than the model's limit; false refuses it (400, `param` names "
-        "the input).",
+        "the input). NVIDIA NIM's values (sent by langchain-nvidia-ai-endpoints): `END` as "
+        "true, `NONE` as false; `START` (keep the last tokens) is refused.",
     )
+
+    @field_validator("truncate", mode="before")
+    @classmethod
+    def _nim_truncate(cls, value: JSONValue) -> JSONValue:
+        """NIM's values in any case; anything else is refused naming the accepted values
+        (NIM's ``START`` keeps an input's last tokens: never this model's contract)."""
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.upper() in NIM_TRUNCATE:
+            return value.upper()
+        raise ValueError(
+            'must be true, false, "END" (as true: an input\'s first tokens are embedded) or '
+            '"NONE" (as false: a longer input is refused); "START" is not offered: '
+            "this model embeds an input's first tokens and <eos>, as it was trained"
+        )
+
+    @property
+    def truncates(self) -> bool:
+        """Whether an input over the model's limit is cut (True) or refused (False)."""
+        return NIM_TRUNCATE[self.truncate] if isinstance(self.truncate, str) else self.truncate
 
 
 class TokenizeRequest(BaseModel):

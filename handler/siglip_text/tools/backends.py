@@ -23,6 +23,7 @@ from ..engine.service import PROBE_TEXT, EmbeddingService
 from ..engine.tokenization import SiglipTokenizer
 from ..settings import demo_model_dir, load_service, load_settings
 from .exit_status import ToolError
+from .urls import openai_base_url
 
 
 class Embedder(Protocol):
@@ -92,11 +93,13 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     source = group.add_mutually_exclusive_group()
     source.add_argument("--model-dir", type=Path, help="a bundle directory")
     source.add_argument("--demo", action="store_true", help="the bundled demo model")
-    source.add_argument("--url", help="an OpenAI-compatible endpoint, e.g. http://host:8000/v1")
-    group.add_argument("--model", help="with --url: the model id (default: the served one)")
-    group.add_argument(
-        "--api-key", help="with --url: the API key (default: $SIGLIP_API_KEY or $OPENAI_API_KEY)"
+    source.add_argument(
+        "--url",
+        help="an OpenAI-compatible endpoint: its base URL, with or without /v1 "
+        "(http://host:8000 or http://host:8000/v1)",
     )
+    group.add_argument("--model", help="with --url: the model id (default: the served one)")
+    group.add_argument("--api-key", help="with --url: the API key (default: $SIGLIP_API_KEY)")
     group.add_argument("--threads", type=int, help="ONNX Runtime threads (in process)")
     group.add_argument(
         "--batch-size", type=int, default=64, help="texts per model call or request (default 64)"
@@ -110,10 +113,12 @@ def open_embedder(args: argparse.Namespace) -> Embedder:
             import openai  # noqa: F401
         except ImportError:
             raise ToolError(
-                "--url needs the openai client: pip install openai (or the 'export' extra)"
+                "--url needs the openai client of the 'server' extra: pip install -e '.[server]'"
             ) from None
-        key = args.api_key or os.environ.get("SIGLIP_API_KEY") or os.environ.get("OPENAI_API_KEY")
-        return RemoteEmbedder(args.url, model=args.model, api_key=key)
+        # One name for every client tool; never OPENAI_API_KEY, which would send a user's
+        # OpenAI secret to whatever --url names.
+        key = args.api_key or os.environ.get("SIGLIP_API_KEY")
+        return RemoteEmbedder(openai_base_url(args.url), model=args.model, api_key=key)
     overrides: dict[str, object] = {"max_text_batch_size": max(1, args.batch_size)}
     if args.demo:
         overrides["model_dir"] = demo_model_dir()

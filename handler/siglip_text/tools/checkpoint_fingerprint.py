@@ -43,6 +43,7 @@ from ..engine.fingerprint import (
 from .exit_status import EXIT_OK, CheckFailed, ToolError
 from .lowercase import LOWERCASE_CHOICES, lowercase_normalizer_json
 from .texts import MAX_LENGTH
+from .urls import service_root
 
 #: config.json ``model_type`` of the SigLIP family; the text-only ones hold nothing else.
 FULL_MODEL_TYPES = ("siglip", "siglip2")
@@ -358,7 +359,7 @@ def endpoint_fingerprint(url: str, *, timeout: float = 30.0) -> str | None:
     import urllib.error
     import urllib.request
 
-    base = url.rstrip("/").removesuffix("/v1")
+    base = service_root(url)
     try:
         with urllib.request.urlopen(f"{base}/health", timeout=timeout) as response:
             body = json.loads(response.read())

@@ -3,7 +3,8 @@
 Seed 001's benchmark script as a tool: a local `siglip-text serve` or an API Gateway URL.
 Standard library only (one keep-alive connection per worker thread), so it runs anywhere
 the package is installed. Reports throughput, mean/median/p99 latency and status counts
-(429s apart), and writes them as JSON.
+(429s apart), why requests failed (connection refused, timeout, the status and the error's
+message), and writes them as JSON.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
+import socket
+import ssl
 import statistics
 import sys
 import threading
@@ -22,10 +26,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .texts import CAPTION_WORDS as WORDS
+from .urls import service_root
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default="http://127.0.0.1:8000", help="base URL (…/v1 is added)")
+    parser.add_argument(
+        "--url",
+        default="http://127.0.0.1:8000",
+        help="the endpoint's base URL, with or without /v1 (default http://127.0.0.1:8000)",
+    )
     parser.add_argument("--requests", type=int, default=200, help="measured requests")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=10, help="requests sent before measuring")
@@ -33,15 +42,54 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=1, help="inputs per request")
     parser.add_argument("--model", default=None, help="model field (default: omitted)")
     parser.add_argument("--encoding-format", choices=["float", "base64"], default="float")
-    parser.add_argument("--api-key", default=None, help="sent as Authorization: Bearer")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("SIGLIP_API_KEY"),
+        help="sent as Authorization: Bearer (default: $SIGLIP_API_KEY)",
+    )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
     parser.add_argument("--json", dest="json_path", default=None, help="write results here")
+
+
+#: How many distinct failure reasons the report keeps (the rest are counted as "other").
+MAX_REASONS = 8
 
 
 @dataclass
 class Outcome:
     status: int  # 0 for a transport error
     latency_s: float
+    reason: str | None = None  # why it failed; None for a 200
+
+
+def status_reason(status: int, phrase: str, body: bytes) -> str:
+    """``404 model_not_found: The model ...``: the status and the OpenAI error it carries."""
+    try:
+        error = json.loads(body)["error"]
+        code = error.get("code") or error.get("type")
+        message = str(error.get("message", "")).strip()
+    except (ValueError, KeyError, TypeError, AttributeError):
+        text = body[:120].decode("utf-8", "replace").strip()
+        return f"{status} {phrase}" + (f": {text}" if text else "")
+    label = f"{status} {code}" if code else f"{status} {phrase}"
+    return f"{label}: {message[:200]}" if message else label
+
+
+def transport_reason(exc: BaseException, *, timeout: float) -> str:
+    """A transport failure in words: what a user checks first (server down, too slow, DNS)."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (is the server running at this host and port?)"
+    if isinstance(exc, TimeoutError):
+        return f"timeout: no answer within {timeout:g} s (--timeout)"
+    if isinstance(exc, socket.gaierror):
+        return f"host not found ({exc.strerror or exc})"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS error ({exc.reason or exc})"
+    if isinstance(exc, http.client.RemoteDisconnected):
+        return "the server closed the connection without answering"
+    if isinstance(exc, ConnectionResetError):
+        return "connection reset by the server"
+    return f"{type(exc).__name__}: {exc}"
 
 
 @dataclass
@@ -54,6 +102,7 @@ class Report:
     duration_s: float
     statuses: dict[str, int]
     latencies_ms: list[float] = field(repr=False)
+    failures: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         ok = self.latencies_ms
@@ -68,6 +117,7 @@ class Report:
             "successful": len(ok),
             "throttled_429": self.statuses.get("429", 0),
             "statuses": self.statuses,
+            "failures": self.failures,
             "latency_ms": {
                 "mean": round(statistics.fmean(ok), 3) if ok else None,
                 "median": round(statistics.median(ok), 3) if ok else None,
@@ -108,8 +158,9 @@ class _Worker(threading.local):
 
 
 def run_load(args: argparse.Namespace) -> Report:
-    target = urlsplit(args.url.rstrip("/"))
-    path = (target.path or "") + "/v1/embeddings"
+    root = service_root(args.url)
+    target = urlsplit(root)
+    path = target.path + "/v1/embeddings"
     headers = {"Content-Type": "application/json"}
     if args.api_key:
         headers["Authorization"] = f"Bearer {args.api_key}"
@@ -136,13 +187,18 @@ def run_load(args: argparse.Namespace) -> Report:
             try:
                 local.connection.request("POST", path, body=body, headers=headers)
                 response = local.connection.getresponse()
-                response.read()
-                return Outcome(response.status, time.perf_counter() - started)
-            except (OSError, http.client.HTTPException):
+                content = response.read()
+                elapsed = time.perf_counter() - started
+                if response.status == 200:
+                    return Outcome(200, elapsed)
+                reason = status_reason(response.status, response.reason, content)
+                return Outcome(response.status, elapsed, reason)
+            except (OSError, http.client.HTTPException) as exc:
                 local.connection.close()
                 local.connection = None
                 if attempt == 2:
-                    return Outcome(0, time.perf_counter() - started)
+                    reason = transport_reason(exc, timeout=args.timeout)
+                    return Outcome(0, time.perf_counter() - started, reason)
         raise AssertionError("unreachable")
 
     with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
@@ -151,8 +207,12 @@ def run_load(args: argparse.Namespace) -> Report:
         outcomes = list(pool.map(send, range(args.warmup, args.warmup + args.requests)))
         duration = time.perf_counter() - began
     statuses = Counter(str(o.status) if o.status else "error" for o in outcomes)
+    reasons = Counter(o.reason for o in outcomes if o.reason)
+    failures = dict(reasons.most_common(MAX_REASONS))
+    if len(reasons) > MAX_REASONS:
+        failures["other"] = sum(reasons.values()) - sum(failures.values())
     return Report(
-        url=args.url,
+        url=root,
         requests=args.requests,
         concurrency=args.concurrency,
         batch=args.batch,
@@ -160,6 +220,7 @@ def run_load(args: argparse.Namespace) -> Report:
         duration_s=duration,
         statuses=dict(sorted(statuses.items())),
         latencies_ms=[o.latency_s * 1000 for o in outcomes if o.status == 200],
+        failures=failures,
     )
 
 
@@ -182,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
         f"duration     {summary['duration_s']:.2f} s   "
         f"throughput {summary['throughput_rps']:.2f} req/s"
     )
+    for reason, count in summary["failures"].items():
+        print(f"failed       {count:>4} x {reason}")
     if lat["mean"] is not None:
         print(
             f"latency ms   mean {lat['mean']:.2f}   median {lat['median']:.2f}   "

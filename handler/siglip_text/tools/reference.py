@@ -34,7 +34,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "texts", metavar="TEXTS", type=Path, help="a text file (one per line) or JSONL"
     )
     parser.add_argument("--out", type=Path, required=True, help="the JSONL file to write")
-    parser.add_argument("--revision", help="commit SHA to load from the Hub (recommended)")
+    parser.add_argument(
+        "--revision",
+        help="commit SHA to load from the Hub (recommended; a branch or tag is resolved once "
+        "to its SHA, as export does)",
+    )
     parser.add_argument(
         "--lowercase",
         choices=LOWERCASE_CHOICES,
@@ -54,9 +58,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .export.checkpoint import file_tokenizer, load_checkpoint, pick_device, resolve_source
+    from .export.revision import hub_revision
 
     texts, _ = read_texts(args.texts, field=args.text_field)
-    spec = resolve_source(args.source, revision=args.revision, require_revision=False)
+    revision = hub_revision(args.source, args.revision)
+    if revision != args.revision:
+        print(f"[reference] --revision {args.revision} is commit {revision}", file=sys.stderr)
+    spec = resolve_source(args.source, revision=revision, require_revision=False)
     device = pick_device(args.device)
     print(f"[reference] loading {spec.source} on {device}", file=sys.stderr)
     checkpoint = load_checkpoint(spec, device=device, dtype=args.dtype)

@@ -1,9 +1,12 @@
 """`siglip-text zero-shot`: top-1 / top-5 accuracy from precomputed image embeddings.
 
-Each class is embedded through prompt templates (default ``"this is a photo of {}."``);
-with several templates the unit vectors of a class's prompts are averaged and renormalized.
-Each image's classes are ranked by cosine. The image vectors come from your existing index
-(``.npy``, ``[N, D]``): no image is re-embedded.
+The evaluation of the seed's guide (section 7), from the files it downloads: the class dict
+``imagenet1000_clsidx_to_labels.txt``, ``val_label.txt`` and the image vectors of your index,
+keyed by image file name (eval_files.py reads them). Each class is embedded through prompt
+templates (default the seed's ``"This is a photo of {}."``, the whole class value in the
+braces); with several templates the unit vectors of a class's prompts are averaged and
+renormalized. The bundle's tokenizer applies its manifest's lowercasing to every prompt.
+Each image's classes are ranked by cosine; no image is re-embedded.
 """
 
 from __future__ import annotations
@@ -17,24 +20,48 @@ from typing import Any
 import numpy as np
 
 from .backends import Embedder, add_backend_arguments, embed_in_batches, open_embedder
+from .eval_files import CLASSES_FORMATS, match, read_class_names, read_images, read_labels
 from .exit_status import ToolError
-from .files import load_matrix, read_texts, write_jsonl
+from .files import read_texts, write_jsonl
 from .parity import top_k, unit_rows
 
-DEFAULT_TEMPLATE = "this is a photo of {}."
+#: The seed's template (vllm-siglip2-guide.md, sections 6.1 and 7.2), as it writes it.
+DEFAULT_TEMPLATE = "This is a photo of {}."
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--images", type=Path, required=True, help="image embeddings [N, D] .npy")
+    parser.add_argument(
+        "--images",
+        type=Path,
+        required=True,
+        help="image embeddings: [N, D] .npy (with --image-ids to key rows by file name), or "
+        'JSONL of {"id": FILE_OR_STEM, "embedding": [...]}',
+    )
+    parser.add_argument(
+        "--image-ids",
+        type=Path,
+        help="with .npy images: the image file name (or stem) of each row, one per line",
+    )
     parser.add_argument(
         "--labels",
         type=Path,
         required=True,
-        help="true class per image: .npy of integers, or a text file with a class index or "
-        "class name per line",
+        help="true classes: val_label.txt ('ILSVRC2012_val_00000001.JPEG 65' per line, "
+        "matched to the images by file stem), .npy of integers, or a class index or class "
+        "name per line (in image order)",
     )
     parser.add_argument(
-        "--classes", type=Path, required=True, help="class names, one per line (index = line)"
+        "--classes",
+        type=Path,
+        required=True,
+        help="class names: the dict literal of imagenet1000_clsidx_to_labels.txt "
+        "({0: 'tench, Tinca tinca', ...}), or one per line with --classes-format lines",
+    )
+    parser.add_argument(
+        "--classes-format",
+        choices=CLASSES_FORMATS,
+        default="dict",
+        help="dict (default): a Python dict literal, index -> name; lines: one name per line",
     )
     parser.add_argument(
         "--template",
@@ -49,9 +76,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    classes, _ = read_texts(args.classes)
-    if not classes:
-        raise ToolError(f"{args.classes}: no class names")
+    classes = read_class_names(args.classes, args.classes_format)
     templates = list(args.template or [])
     if args.templates:
         templates += [t for t in read_texts(args.templates)[0] if t.strip()]
@@ -59,10 +84,8 @@ def run(args: argparse.Namespace) -> int:
     for template in templates:
         if "{}" not in template:
             raise ToolError(f"template {template!r} has no {{}} for the class name")
-    images = load_matrix(args.images, what="images")
-    labels = read_labels(args.labels, classes)
-    if len(labels) != len(images):
-        raise ToolError(f"{len(labels)} labels for {len(images)} images")
+    evaluation = match(read_images(args.images, args.image_ids), read_labels(args.labels, classes))
+    images, labels = evaluation.vectors, evaluation.labels
     embedder = open_embedder(args)
     if images.shape[1] != embedder.dimension:
         raise ToolError(
@@ -70,9 +93,14 @@ def run(args: argparse.Namespace) -> int:
         )
     class_vectors = class_embeddings(embedder, classes, templates, batch_size=args.batch_size)
     result = accuracy(images, labels, class_vectors)
+    skipped = (
+        f" ({evaluation.unmatched_labels} labelled images without a vector skipped)"
+        if evaluation.unmatched_labels
+        else ""
+    )
     print(
-        f"zero-shot {embedder.model_id}: {result['images']} images, {result['classes']} classes, "
-        f"{len(templates)} template(s)\n"
+        f"zero-shot {embedder.model_id}: {result['images']} images{skipped}, "
+        f"{result['classes']} classes, {len(templates)} template(s)\n"
         f"  top-1 {100 * result['top1']:.2f}%   top-5 {100 * result['top5']:.2f}%"
     )
     if args.json:
@@ -82,39 +110,16 @@ def run(args: argparse.Namespace) -> int:
         write_jsonl(
             args.predictions,
             (
-                {"index": i, "label": int(labels[i]), "top5": [classes[c] for c in row]}
+                {
+                    "index": i,
+                    **({"id": evaluation.keys[i]} if evaluation.keys else {}),
+                    "label": int(labels[i]),
+                    "top5": [classes[c] for c in row],
+                }
                 for i, row in enumerate(ranked.tolist())
             ),
         )
     return 0
-
-
-def read_labels(path: Path, classes: Sequence[str]) -> np.ndarray:
-    """Class indices from ``.npy`` integers or a text file of indices or class names."""
-    labels: np.ndarray
-    if path.suffix.lower() == ".npy":
-        try:
-            labels = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ToolError(f"labels {path}: cannot be read ({exc})") from None
-        if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
-            raise ToolError(f"labels {path}: expected a 1-D integer array")
-    else:
-        index = {name: i for i, name in enumerate(classes)}
-        values = []
-        for number, line in enumerate(read_texts(path)[0], start=1):
-            token = line.strip()
-            if token.lstrip("-").isdigit():
-                values.append(int(token))
-            elif token in index:
-                values.append(index[token])
-            else:
-                raise ToolError(f"labels {path}:{number}: {token!r} is not a class index or name")
-        labels = np.asarray(values, dtype=np.int64)
-    if labels.size and (labels.min() < 0 or labels.max() >= len(classes)):
-        raise ToolError(f"labels {path}: class indices must be in [0, {len(classes)})")
-    result: np.ndarray = labels.astype(np.int64)
-    return result
 
 
 def class_embeddings(

@@ -87,9 +87,13 @@ def resolve_source(source: str, *, revision: str | None, require_revision: bool)
     """A local ``save_pretrained`` directory, or a Hub id pinned to a full commit SHA."""
     path = Path(source).expanduser()
     if revision is not None and not re.fullmatch(REVISION_PATTERN, revision):
+        from .revision import how_to_find_sha
+
+        repository = source if source.count("/") == 1 else "<repository>"
         raise ToolError(
-            f"--revision {revision!r} is not a full 40-character commit SHA; tags and branch "
-            "names are mutable and refused"
+            f"--revision {revision!r} is not a full 40-character commit SHA (tags and branch "
+            f"names are mutable; export resolves them for a Hub id when the Hub can be "
+            f"reached): {how_to_find_sha(repository, revision)}"
         )
     if path.exists():
         if not path.is_dir():
@@ -102,7 +106,8 @@ def resolve_source(source: str, *, revision: str | None, require_revision: bool)
     if require_revision and revision is None:
         raise ToolError(
             f"{source} is a Hugging Face model id: pass --revision with the full commit SHA "
-            "to export (the manifest must name an immutable revision)"
+            "to export (the manifest must name an immutable revision), or a branch or tag "
+            "(e.g. --revision main) to have it resolved to the SHA once"
         )
     return SourceSpec(source, "hub", revision)
 

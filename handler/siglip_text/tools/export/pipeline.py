@@ -37,6 +37,7 @@ from .memory import (
     release_memory,
     text_tower_parameters,
 )
+from .revision import hub_revision
 from .state import ExportOptions, ExportState, log
 from .steps import FP32_STEPS, INT8_STEPS, manifest
 
@@ -62,13 +63,20 @@ def export_bundle(options: ExportOptions) -> ExportReport:
     manifest_pin(out).unlink(missing_ok=True)
     state = ExportState(options, spec, scratch=Path(tempfile.mkdtemp(prefix=".fp32-", dir=out)))
     timings: dict[str, float] = {}
+    steps = FP32_STEPS if options.precision == "fp32" else INT8_STEPS
     try:
-        for step in FP32_STEPS if options.precision == "fp32" else INT8_STEPS:
+        for number, step in enumerate(steps, start=1):
+            # A line before and after each step: the ONNX export alone takes minutes on a
+            # large tower, and a silent terminal looks hung.
+            name = f"step {number}/{len(steps)} {step.run.__name__}"
+            log(f"{name}: started ({time.perf_counter() - started:.0f} s in)")
             began = time.perf_counter()
             step.run(state)
             if step.release:
                 release_memory()
-            timings[step.timing] = timings.get(step.timing, 0.0) + time.perf_counter() - began
+            took = time.perf_counter() - began
+            timings[step.timing] = timings.get(step.timing, 0.0) + took
+            log(f"{name}: done in {took:.1f} s")
     finally:
         shutil.rmtree(state.scratch, ignore_errors=True)
     timings["total_s"] = time.perf_counter() - started
@@ -87,8 +95,13 @@ def manifest_pin(out: Path) -> Path:
 
 
 def validate(options: ExportOptions) -> SourceSpec:
-    """Fail closed before loading anything: SHA revision, repository, output directory."""
-    spec = resolve_source(options.source, revision=options.revision, require_revision=True)
+    """Fail closed before loading anything: SHA revision, repository, output directory.
+
+    A Hub id's branch or tag is resolved here, once, to the commit SHA the manifest pins."""
+    revision = hub_revision(options.source, options.revision)
+    if revision != options.revision:
+        log(f"--revision {options.revision} of {options.source} is commit {revision}")
+    spec = resolve_source(options.source, revision=revision, require_revision=True)
     if spec.kind == "local":
         missing = [
             flag
