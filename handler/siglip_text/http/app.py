@@ -373,6 +373,14 @@ def create_app(
         app.add_api_route(route.path, route.endpoint, methods=[route.method], **route.options)
         if route.method == "GET":  # the front sends HEAD's status and headers, no content
             app.add_api_route(route.path, route.endpoint, methods=["HEAD"], include_in_schema=False)
+    if front is None:
+        front = build_front(
+            settings,
+            authenticator=authenticator,
+            observer=observer,
+            json_only=json_only,
+            allowed_hosts=allowed_hosts,
+        )
     response_limit = settings.max_response_bytes or frontend_response_limit
     # The one object the app holds: the routes read it (`served`), nothing else does.
     app.state.served = Served(
@@ -383,14 +391,6 @@ def create_app(
         bound=derive_inputs_bound(service, settings, response_limit=response_limit),
         run=run_in_threadpool if offload_inference else _on_the_loop,
     )
-    if front is None:
-        front = build_front(
-            settings,
-            authenticator=authenticator,
-            observer=observer,
-            json_only=json_only,
-            allowed_hosts=allowed_hosts,
-        )
     app.add_middleware(front.around)
     return app
 
