@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from siglip_text.engine.config import LAMBDA_MB_PER_VCPU
+from siglip_text.aws.sizing import LAMBDA_MB_PER_VCPU
 
 GB_SECOND_USD = {"x86_64": 0.0000166667, "arm64": 0.0000133334}
 LAMBDA_REQUEST_USD_PER_MILLION = 0.20

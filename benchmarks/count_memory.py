@@ -92,12 +92,12 @@ def lambda_leg(name: str, route: str) -> None:
     os.environ.setdefault("SIGLIP_MODEL_DIR", str(_demo_dir()))
     import logging
 
-    from siglip_text.assembly import lambda_function
-    from siglip_text.engine.config import load_settings
+    from siglip_text.assembly import assemble_lambda
+    from siglip_text.settings import load_settings
 
     from devkit.lambda_context import LambdaContext
 
-    function = lambda_function(load_settings(), os.environ)
+    function = assemble_lambda(load_settings(), os.environ)
     logging.disable(logging.CRITICAL)  # the 413's log line is not what is measured
     warm = json.dumps({ROUTES[route]: ["warm up"] * 8})
     function.handler(rest_event(route, warm), LambdaContext())
@@ -129,7 +129,7 @@ def through_lambda(name: str, route: str) -> dict[str, object]:
 
 
 def _demo_dir() -> Path:
-    from siglip_text.engine.config import demo_model_dir
+    from siglip_text.settings import demo_model_dir
 
     return demo_model_dir()
 

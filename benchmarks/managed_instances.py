@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from siglip_text.aws.sizing import LAMBDA_MB_PER_VCPU
 from siglip_text.engine.bundle import MemoryNeed, load_manifest
-from siglip_text.engine.config import LAMBDA_MB_PER_VCPU
 from siglip_text.tools.managed_instances import managed_instances_sizing
 
 from benchmarks.cost import GB_SECOND_USD, LAMBDA_REQUEST_USD_PER_MILLION, options
@@ -211,8 +211,7 @@ def _worker(
     bundle: str, threads: int, seconds: float, start: Any, out: Any
 ) -> None:  # pragma: no cover - runs in a child process
     os.environ["SIGLIP_ORT_INTRA_OP_THREADS"] = str(threads)
-    from siglip_text.engine.config import load_settings
-    from siglip_text.engine.loading import load_service
+    from siglip_text.settings import load_service, load_settings
 
     service = load_service(load_settings(model_dir=Path(bundle), ort_intra_op_threads=threads))
     texts = _texts()
@@ -258,8 +257,7 @@ def _rollup(pid: int) -> dict[str, int]:
 
 
 def _holder(bundle: str, ready: Any, done: Any) -> None:  # pragma: no cover - a child
-    from siglip_text.engine.config import load_settings
-    from siglip_text.engine.loading import load_service
+    from siglip_text.settings import load_service, load_settings
 
     service = load_service(load_settings(model_dir=Path(bundle), ort_intra_op_threads=1))
     for text in _texts()[:5]:

@@ -168,7 +168,7 @@ def through_serve(
 def tokenizer_leg(tokenizer_json: str, body: str, route: str) -> None:
     """In the child: the tokenizer alone on one body, as ``route`` calls it."""
     from siglip_text.engine.tokenization import SiglipTokenizer
-    from siglip_text.tools.fingerprint import served_tokenizer_data
+    from siglip_text.tools.checkpoint_fingerprint import served_tokenizer_data
     from tokenizers import Tokenizer
 
     data = json.loads(Path(tokenizer_json).read_text())

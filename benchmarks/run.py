@@ -94,9 +94,9 @@ def main() -> None:
     args = parser.parse_args()
     args.batches = [int(b) for b in str(args.batches).split(",")]
     if args.threads is None:
-        from siglip_text.engine.config import available_cpus
+        from siglip_text.engine.cpu import usable_cpus
 
-        args.threads = available_cpus()
+        args.threads = usable_cpus()
     if args.latency:
         given = {
             name: {int(t): float(ms) for t, ms in (pair.split(":") for pair in pairs.split(","))}

@@ -38,8 +38,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from siglip_text.aws.sizing import LAMBDA_MB_PER_VCPU
 from siglip_text.engine.bundle import load_manifest
-from siglip_text.engine.config import LAMBDA_MB_PER_VCPU
 
 from benchmarks.cost import (
     FRONTEND_LABEL,

@@ -92,7 +92,7 @@ def worker_ort(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
     memory = rss_mb()
-    service = lambda_function.app.state.service
+    service = lambda_function.parts.service
     bundle = Path(args.bundle_dir)
     files = sum(p.stat().st_size for p in bundle.iterdir() if p.name.startswith("text_model"))
 

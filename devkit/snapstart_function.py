@@ -87,7 +87,7 @@ def dispatch(function: Any, calls: list[str], command: dict[str, Any]) -> dict[s
             error = f"{type(exc).__name__}: {exc}"
         return {"seconds": time.perf_counter() - began, "error": error}
     if op == "drop_connections":
-        authenticator = function.app.state.authenticator
+        authenticator = function.parts.authenticator
         if authenticator is not None:
             authenticator.provider.client.close()
         return {"ok": True}
@@ -106,7 +106,7 @@ def dispatch(function: Any, calls: list[str], command: dict[str, Any]) -> dict[s
     if op == "reachable":
         return {"found": reachable(unmask(command["masked"]))}
     if op == "perturb":
-        session = function.app.state.service.encoder.session
+        session = function.parts.service.encoder.session
         run = session.run
         session.run = lambda *args, **kwargs: [out[..., ::-1] for out in run(*args, **kwargs)]
         return {"ok": True}

@@ -347,8 +347,7 @@ def main() -> None:
     import torch
     import transformers
     from siglip_text.cli import main as cli
-    from siglip_text.engine.config import load_settings
-    from siglip_text.engine.loading import load_service
+    from siglip_text.settings import load_service, load_settings
     from transformers import PreTrainedTokenizerFast
 
     if not Path(siglip_text.__file__).resolve().is_relative_to(ROOT / "handler"):

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from siglip_text.engine.config import Settings, demo_model_dir, load_settings
-from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
+from siglip_text.settings import Settings, demo_model_dir, load_service, load_settings
 
 from devkit.snapstart_emulation import criu_unavailable
 from tests.support.aws_lambda import LambdaContext

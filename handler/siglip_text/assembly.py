@@ -1,22 +1,8 @@
-"""One assembly: the running parts (service, authenticator, app) from the settings and the
-platform, in one place; each entry point calls it and keeps only its platform's concerns.
+"""One assembly: the running parts (service, authenticator, front, app) from the settings and
+the platform, in one place; each entry point calls it once and mounts what it is given.
 
-`assemble` is the whole walk, the same for Lambda and `serve`:
-
-1. the auth-mode rule (`require_auth_mode`): ``/v1`` is never open to anyone by default;
-2. the init starts (engine/loading.py, stages 1 to 3): the manifest read, the files checked,
-   the ONNX Runtime session building in a worker thread;
-3. meanwhile the web stack imports (FastAPI; for Lambda, Powertools and Mangum first, in
-   `lambda_function`), so that the session builds while they do;
-4. the init finishes (stages 4 to 6: tokenizer, the session, the service, this CPU's
-   arithmetic, the contract) or raises what stopped it;
-5. the authenticator (auth mode ``api-key``), then the app (`http.app.create_app`, called
-   from here only) with the platform's options.
-
-`lambda_function` is the same walk with Lambda's parts around it (aws/function.py): the init
-starts first, from the function that reads the settings (their error is held like any
-other), then Powertools and Mangum import, so the logger exists to report a failed init;
-the auth-mode rule follows; Mangum's adapter, SnapStart's hooks and X-Ray come last.
+`assemble` builds `serve`'s parts, `assemble_lambda` the Lambda function around its parts;
+docs/architecture.md, "The assembly", walks both.
 """
 
 from __future__ import annotations
@@ -24,15 +10,21 @@ from __future__ import annotations
 import enum
 import ipaddress
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING
 
-from .engine.config import ENV_PREFIX, Settings
+from .aws.sizing import check_function_memory, lambda_cpus, processes_per_environment
 from .engine.errors import ConfigError
-from .engine.loading import InitPlan, ServiceInit
+from .engine.loading import ServiceInit
+from .parts import Parts
+from .settings import ENV_PREFIX, Settings
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
+
     from .aws.function import LambdaFunction
     from .engine.service import EmbeddingService
     from .http.app import Authenticator
@@ -52,53 +44,143 @@ class Platform(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Parts:
-    """The running parts one assembly returns."""
+class AppOptions:
+    """The app's options on one platform (`app_options`)."""
 
-    settings: Settings
-    plan: InitPlan
-    service: EmbeddingService
-    authenticator: Authenticator | None
-    observer: Observer | None
-    app: Any
+    #: Each request's work in a worker thread, so the event loop keeps answering meanwhile.
+    offload_inference: bool
+    #: The largest answer the platform in front relays (None: no limit).
+    frontend_response_limit: int | None = None
+    #: The front takes JSON bodies only.
+    json_only: bool = False
+
+
+def app_options(platform: Platform) -> AppOptions:
+    """On Lambda one request per environment: the work stays on the event loop (a thread hop
+    gains nothing) and answers are bounded by Lambda's 6 MB. `serve` runs the work off the
+    event loop and takes JSON bodies only (and, bound to loopback, loopback ``Host`` names:
+    `serve_allowed_hosts`)."""
+    if platform is Platform.LAMBDA:
+        from .http.response_size import LAMBDA_RESPONSE_LIMIT_BYTES
+
+        return AppOptions(
+            offload_inference=False, frontend_response_limit=LAMBDA_RESPONSE_LIMIT_BYTES
+        )
+    return AppOptions(offload_inference=True, json_only=True)
 
 
 def assemble(
     settings: Settings,
-    platform: Platform,
     *,
     observer: Observer | None = None,
     host: str = "127.0.0.1",
     allow_hosts: Sequence[str] = (),
-    init: ServiceInit | None = None,
-    read_keys_now: bool = True,
 ) -> Parts:
-    """The service, the authenticator and the app, for ``platform``; raises what stopped the
-    init (ConfigError, ModelLoadError). ``host`` and ``allow_hosts`` are `serve`'s bind
-    address and extra ``Host`` names; ``init`` an init the caller started earlier (Lambda:
-    before its own imports); ``read_keys_now=False`` an init to be snapshotted (SnapStart:
-    no key is read before the snapshot)."""
-    require_auth_mode(settings, platform, host=host)
-    if init is None:
-        init = ServiceInit.start(settings)
-    # FastAPI and the routes import now, while the session builds (build_app uses them).
-    from .http import app as _routes  # noqa: F401
+    """`serve`'s parts, bound to ``host`` (and answering ``allow_hosts`` too); raises what
+    stopped the init (ConfigError, ModelLoadError)."""
+    require_auth_mode(settings, Platform.SERVE, host=host)
+    options = app_options(Platform.SERVE)
+    began = time.perf_counter()
+    init = ServiceInit.start(settings.init_plan(), began=began)
+    # FastAPI and the routes import now, while the session builds.
+    from .http.app import build_front, create_app
+    from .http.auth import build_authenticator
 
     service = init.service()
     assert init.plan is not None  # an init that served has its plan
-    authenticator = build_authenticator(
-        settings, platform, observer=observer, read_now=read_keys_now
+    authenticator = (
+        build_authenticator(
+            settings,
+            background=True,  # no request waits for a read: a thread of its own reads
+            on_refresh_failed=observer.key_refresh_failed if observer is not None else None,
+        )
+        if settings.auth_mode == "api-key"
+        else None
     )
-    app = build_app(
+    front = build_front(
+        settings,
+        authenticator=authenticator,
+        observer=observer,
+        json_only=options.json_only,
+        allowed_hosts=serve_allowed_hosts(host, allow_hosts),
+    )
+    app = create_app(
         service,
         settings,
-        platform,
         observer=observer,
-        authenticator=authenticator,
-        host=host,
-        allow_hosts=allow_hosts,
+        offload_inference=options.offload_inference,
+        frontend_response_limit=options.frontend_response_limit,
+        front=front,
     )
-    return Parts(settings, init.plan, service, authenticator, observer, app)
+    return Parts(settings, init.plan, service, authenticator, front, app)
+
+
+def assemble_lambda(
+    settings: Settings | Callable[[], Settings], environ: Mapping[str, str] = os.environ
+) -> LambdaFunction:
+    """The Lambda function around its parts. ``settings`` may be the function that reads
+    them (`settings.get_settings`), so that invalid settings are logged and raised like any
+    other init error: every error before Powertools' logger exists is held until it does.
+
+    The order is the init's: the plan and Lambda's memory check, the session building in a
+    worker thread; meanwhile Powertools, Mangum and FastAPI import; then the service, the key
+    check (read after each restore instead under SnapStart), the front and the app."""
+    options = app_options(Platform.LAMBDA)
+    began = time.perf_counter()
+    memory_warning: str | None = None
+    try:
+        if not isinstance(settings, Settings):
+            settings = settings()
+        require_auth_mode(settings, Platform.LAMBDA, host="")
+        plan = settings.init_plan(cpus=partial(lambda_cpus, environ))
+        memory_warning = check_function_memory(
+            plan.manifest, environ, processes=processes_per_environment(environ) or 1
+        )
+        init = ServiceInit.start(plan, began=began)
+    except Exception as exc:
+        init = ServiceInit.failed(exc)
+    # Powertools, Mangum and FastAPI import while the session builds.
+    from .aws.function import LambdaFunction
+    from .http.app import build_front, create_app
+    from .http.auth import build_authenticator
+
+    function = LambdaFunction(environ)
+    try:
+        if init.error is not None:  # stopped before its session build: raised first
+            raise init.error
+        assert isinstance(settings, Settings) and init.plan is not None
+        service = init.service()
+        authenticator = (
+            build_authenticator(
+                settings,
+                on_refresh_failed=function.observer.key_refresh_failed,
+                read_now=not function.snap_start,  # a snapshot never holds a key
+            )
+            if settings.auth_mode == "api-key"
+            else None
+        )
+        front = build_front(
+            settings,
+            authenticator=authenticator,
+            observer=function.observer,
+            json_only=options.json_only,
+        )
+        app = create_app(
+            service,
+            settings,
+            observer=function.observer,
+            offload_inference=options.offload_inference,
+            frontend_response_limit=options.frontend_response_limit,
+            front=front,
+        )
+    except Exception:
+        function.init_failed()
+        raise
+    function.mount(
+        Parts(settings, init.plan, service, authenticator, front, app),
+        memory_warning=memory_warning,
+    )
+    return function
 
 
 def build_app(
@@ -106,73 +188,41 @@ def build_app(
     settings: Settings,
     platform: Platform,
     *,
-    observer: Observer | None = None,
     authenticator: Authenticator | None = None,
     host: str = "127.0.0.1",
     allow_hosts: Sequence[str] = (),
-) -> Any:
-    """The one app around a loaded service, with the platform's options: on Lambda the work
-    stays on the event loop (one request per environment: a thread hop gains nothing) and
-    responses are bounded by Lambda's 6 MB; `serve` runs the work off the event loop, takes
-    JSON bodies only and, bound to loopback, loopback ``Host`` names (and ``allow_hosts``)."""
+) -> FastAPI:
+    """An app around a loaded service with the options `assemble` and `assemble_lambda` give
+    their platform (tests build apps this way)."""
     from .http.app import create_app
 
-    if platform is Platform.LAMBDA:
-        from .http.response_size import LAMBDA_RESPONSE_LIMIT_BYTES
-
-        return create_app(
-            service,
-            settings,
-            observer=observer,
-            authenticator=authenticator,
-            offload_inference=False,
-            frontend_response_limit=LAMBDA_RESPONSE_LIMIT_BYTES,
-        )
+    options = app_options(platform)
     return create_app(
         service,
         settings,
-        observer=observer,
         authenticator=authenticator,
-        offload_inference=True,
-        json_only=True,
-        allowed_hosts=serve_allowed_hosts(host, allow_hosts),
+        offload_inference=options.offload_inference,
+        frontend_response_limit=options.frontend_response_limit,
+        json_only=options.json_only,
+        allowed_hosts=(
+            serve_allowed_hosts(host, allow_hosts) if platform is Platform.SERVE else None
+        ),
     )
-
-
-def lambda_function(
-    settings: Settings | Callable[[], Settings], environ: Mapping[str, str] = os.environ
-) -> LambdaFunction:
-    """The Lambda function, assembled: `assemble` with Lambda's parts around it. ``settings``
-    may be the function that reads them (`config.get_settings`), so that invalid settings are
-    logged and raised like any other init error."""
-    init = ServiceInit.start(settings)
-    # Powertools and Mangum import while the session builds.
-    from .aws.function import LambdaFunction
-
-    function = LambdaFunction(environ)
-    try:
-        if init.error is not None:  # stopped before its session build: raised first
-            raise init.error
-        assert init.settings is not None  # an init without an error has read its settings
-        function.warn_about_memory(init)
-        parts = assemble(
-            init.settings,
-            Platform.LAMBDA,
-            observer=function.observer,
-            init=init,
-            read_keys_now=not function.snap_start,
-        )
-    except Exception:
-        function.init_failed()
-        raise
-    function.serve(parts.app, parts.settings, parts.plan)
-    return function
 
 
 def require_auth_mode(settings: Settings, platform: Platform, *, host: str) -> None:
     """``/v1`` is never served to anyone by default: the auth mode must be stated
     (``SIGLIP_AUTH_MODE``, or serve's ``--auth-mode``), ``none`` included; by the Lambda
-    function always (the template always sets it), by `serve` when bound beyond loopback."""
+    function always (the template always sets it), by `serve` when bound beyond loopback.
+    A key file is `serve`'s: the Lambda function reads its keys from Secrets Manager."""
+    if settings.api_key_file is not None and platform is Platform.LAMBDA:
+        # The image is the only file a function has, and a key baked into it is a key in
+        # every copy of the image: Lambda's keys live in Secrets Manager.
+        raise ConfigError(
+            f"{ENV_PREFIX}API_KEY_FILE is for siglip-text serve: the Lambda function reads "
+            f"its keys from Secrets Manager ({ENV_PREFIX}API_KEY_SECRET_ARN; the template's "
+            "AuthMode=api-key creates the secret)"
+        )
     if "auth_mode" in settings.model_fields_set:
         return
     if platform is Platform.LAMBDA:
@@ -187,36 +237,6 @@ def require_auth_mode(settings: Settings, platform: Platform, *, host: str) -> N
             f"{ENV_PREFIX}API_KEY_SECRET_ARN, or --auth-mode none "
             f"to serve /v1 to anyone who can reach the port (or set {ENV_PREFIX}AUTH_MODE)"
         )
-
-
-def build_authenticator(
-    settings: Settings,
-    platform: Platform,
-    *,
-    observer: Observer | None,
-    read_now: bool = True,
-) -> Authenticator | None:
-    """The key check of auth mode ``api-key`` (None otherwise), its keys read: `serve` reads
-    the secret in a thread of its own (no request waits for a read), the Lambda function in
-    the request (one at a time); ``read_now=False`` checks the secret without reading it."""
-    if settings.auth_mode != "api-key":
-        return None
-    if settings.api_key_file is not None and platform is Platform.LAMBDA:
-        # The image is the only file a function has, and a key baked into it is a key in
-        # every copy of the image: Lambda's keys live in Secrets Manager.
-        raise ConfigError(
-            f"{ENV_PREFIX}API_KEY_FILE is for siglip-text serve: the Lambda function reads "
-            f"its keys from Secrets Manager ({ENV_PREFIX}API_KEY_SECRET_ARN; the template's "
-            "AuthMode=api-key creates the secret)"
-        )
-    from .http.auth import build_authenticator
-
-    return build_authenticator(
-        settings,
-        background=platform is Platform.SERVE,
-        on_refresh_failed=observer.key_refresh_failed if observer is not None else None,
-        read_now=read_now,
-    )
 
 
 def serve_allowed_hosts(host: str, allow_hosts: Sequence[str]) -> frozenset[str] | None:

@@ -3,7 +3,7 @@
 A subcommand module provides ``configure(parser)`` (arguments only, no heavy imports at
 module level) and ``run(args) -> int`` (the exit status). ``siglip-text load-test --help`` thus
 loads neither ONNX Runtime nor tokenizers. Every tool follows one exit-status rule
-(tools/errors.py): 0 success, 1 a check failed, 2 unusable input.
+(tools/exit_status.py): 0 success, 1 a check failed, 2 unusable input.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "embed": ("siglip_text.tools.embed", "embed a text file or JSONL to .npy or JSONL"),
     "zero-shot": ("siglip_text.tools.zero_shot", "top-1/top-5 accuracy from image embeddings"),
     "fingerprint": (
-        "siglip_text.tools.fingerprint",
+        "siglip_text.tools.checkpoint_fingerprint",
         "the contract fingerprint of a checkpoint (no ONNX, no torch); compare an endpoint's",
     ),
     "fidelity": (
@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"siglip-text {chosen_command(argv)}: {message}", file=sys.stderr)
         return 2
-    from .tools.errors import EXIT_UNUSABLE_INPUT, CheckFailed, ToolError
+    from .tools.exit_status import EXIT_UNUSABLE_INPUT, CheckFailed, ToolError
 
     command = ALIASES.get(args.command, args.command)
     message = missing_extra(command)

@@ -1,16 +1,14 @@
 """AWS Lambda entry point: ``siglip_text.lambda_function.handler``.
 
-Everything is built at import time, i.e. in Lambda's init phase, by the one assembly
-(assembly.lambda_function): settings, manifest, tokenizer, ONNX session, an inference
-probe, the app, Mangum. Any failure raises, so the init phase fails closed and no request
-is ever served by a broken artifact. What stays here is the process's own concern: the
-cyclic collector, paused for the init.
+The init runs at import time (Lambda's init phase), in one call of the assembly
+(`assembly.assemble_lambda`); any failure raises, so the init fails closed. What stays here
+is the process's own concern: the cyclic collector, paused for the init.
+docs/architecture.md, "The assembly", walks it.
 """
 
 from __future__ import annotations
 
 import gc
-from typing import Any
 
 # The init allocates hundreds of thousands of long-lived objects (pydantic's schemas for
 # FastAPI's models, the modules); the cyclic collector would walk them again and again while
@@ -18,21 +16,24 @@ from typing import Any
 # what the init made is frozen (gc.freeze: never scanned again) when it resumes.
 gc.disable()
 try:
-    from .assembly import lambda_function
-    from .engine.config import get_settings
+    from .assembly import assemble_lambda
+    from .aws.types import LambdaContext, LambdaEvent, ProxyResponse
+    from .settings import get_settings
 
-    function = lambda_function(get_settings)
+    function = assemble_lambda(get_settings)
 except BaseException:
     gc.enable()  # a process that goes on (a test's) collects what the failed init made
     raise
 
-app = function.app
+assert function.parts is not None  # assemble_lambda returns the function mounted
+parts = function.parts
+app = parts.app
 logger = function.logger
 snapstart = function.snapstart
 tracer = function.tracer
 
 
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def handler(event: LambdaEvent, context: LambdaContext) -> ProxyResponse:
     """API Gateway (REST v1 or HTTP API v2) or function URL event -> the app (through
     `LambdaFunction.handler`: Powertools, Mangum); never raises."""
     return function.handler(event, context)

@@ -1,23 +1,10 @@
-"""`siglip-text serve`: the app under uvicorn, with its connections guarded.
+"""`siglip-text serve`: the app under uvicorn, with its connections guarded (a header
+deadline, a header size bound, a connection cap: `http.connections`), and the shutdown grace
+period on SIGTERM. The parts come from the one assembly (`assembly.assemble`), which holds
+the start rule (beyond loopback, only with an auth mode stated); docs/architecture.md.
 
-The app's front layer (`http.front.Front`, the same as on Lambda) checks the key before any
-body is read, refuses a body on a route that takes none unread, admits a request before its
-body is read, bounds the body in size and time (408), makes every early answer reach the
-client and holds the shutdown grace period; `serve` adds its own checks to it: JSON bodies
-only (415) and, bound to loopback, loopback ``Host`` names only.
-
-Below the app, uvicorn's connections are guarded: a header deadline, a header size bound and
-a connection cap (`http.connections`).
-
-The service, the key check and the app come from the one assembly (assembly.py), which
-also holds the start rule: bound beyond loopback, `serve` starts only with an explicit auth
-mode (``--auth-mode`` or ``SIGLIP_AUTH_MODE``; ``none`` stated on purpose is fine); on
-loopback ``serve --demo`` is one command.
-
-SIGTERM (or Ctrl-C): uvicorn stops accepting connections and closes idle ones; requests
-running or waiting go on for ``SIGLIP_SHUTDOWN_GRACE_SECONDS``; those not answered by then
-get a 503 and the process exits. It exits as uvicorn and Python do on a signal, by the signal
-itself: status 143 (128 + SIGTERM) for SIGTERM, 130 for SIGINT.
+It exits as uvicorn and Python do on a signal, by the signal itself: status 143 (128 +
+SIGTERM) for SIGTERM, 130 for SIGINT.
 """
 
 from __future__ import annotations
@@ -26,7 +13,6 @@ import argparse
 import logging
 import sys
 
-from .engine.config import demo_model_dir, load_settings
 from .engine.errors import SiglipError
 from .http.connections import (
     RESERVED_DESCRIPTORS,
@@ -34,6 +20,7 @@ from .http.connections import (
     guarded_protocol,
     server_class,
 )
+from .settings import demo_model_dir, load_settings
 
 logger = logging.getLogger("siglip_text.serve")
 
@@ -82,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from .assembly import Platform, assemble
+    from .assembly import assemble
     from .http.observability import LoggingObserver
 
     overrides: dict[str, object] = {}
@@ -98,7 +85,6 @@ def run(args: argparse.Namespace) -> int:
         settings = load_settings(**overrides)
         parts = assemble(
             settings,
-            Platform.SERVE,
             observer=LoggingObserver(),
             host=args.host,
             allow_hosts=args.allow_host,
@@ -143,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         ws="none",  # no route takes a WebSocket; an upgrade would leave the guard behind
     )
     server = server_class()(
-        config, front=parts.app.state.front, grace_seconds=settings.shutdown_grace_seconds
+        config, front=parts.front, grace_seconds=settings.shutdown_grace_seconds
     )
     try:
         server.run()  # on SIGTERM, uvicorn re-raises it once drained: the process ends by it

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import pytest
-from siglip_text.engine.config import ENV_PREFIX, Settings
+from siglip_text.settings import ENV_PREFIX, Settings
 
 from devkit.deployment import function_resource, load_template
 from tests.support.paths import ROOT

@@ -52,7 +52,7 @@ def test_the_command_line_loads_only_the_chosen_command(argv: list[str]) -> None
     tools = {m for m in loaded if m.startswith("siglip_text.tools.")}
     if argv[0] in ("load-test", "bench"):
         assert not loaded & {"onnxruntime", "tokenizers", "torch"}, sorted(loaded)
-        standard_library_only = {"load_generator", "texts", "urls", "errors"}
+        standard_library_only = {"load_generator", "texts", "urls", "exit_status"}
         assert tools <= {f"siglip_text.tools.{m}" for m in standard_library_only}, sorted(tools)
     elif argv[0] == "--help":
         assert not loaded, sorted(loaded)

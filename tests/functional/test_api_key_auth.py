@@ -19,10 +19,10 @@ from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from fastapi.testclient import TestClient
 from moto import mock_aws
 from siglip_text.aws.function import LambdaFunction
-from siglip_text.engine.config import load_settings
 from siglip_text.engine.errors import ConfigError
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.auth import build_authenticator
+from siglip_text.settings import load_settings
 
 from tests.support.aws_lambda import LambdaContext, built_lambda, load_event
 from tests.support.keyed_apps import Clock, keyed_app

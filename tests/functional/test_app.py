@@ -10,10 +10,10 @@ import httpx
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from siglip_text.engine.config import load_settings
 from siglip_text.engine.encoder import OnnxEncoder, SessionConfig
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
+from siglip_text.settings import load_settings
 
 from tests.support.graphs import save_graph
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from siglip_text.engine.config import load_settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 from siglip_text.http.auth import REFRESH_LEAD_SECONDS, ApiKeyAuthenticator
 from siglip_text.http.key_secret import default_provider
+from siglip_text.settings import load_settings
 
 from tests.support.keyed_apps import Clock, keyed_app
 from tests.support.openai_shapes import assert_openai_error

@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from siglip_text.engine.config import load_settings
+from siglip_text.settings import load_settings
 
 from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer
 from tests.support.paths import EVENTS

@@ -23,13 +23,12 @@ import pytest
 from fastapi.testclient import TestClient
 from onnx import TensorProto, helper
 from siglip_text.engine.bundle import BundlePaths, load_manifest
-from siglip_text.engine.config import load_settings
 from siglip_text.engine.errors import ModelLoadError
 from siglip_text.engine.fingerprint import fingerprint, served_contract
-from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.engine.tokenization import SiglipTokenizer
 from siglip_text.http.app import create_app
+from siglip_text.settings import load_service, load_settings
 
 from tests.support.aws_lambda import built_lambda
 

@@ -20,11 +20,10 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from siglip_text.engine.config import demo_model_dir, load_settings
 from siglip_text.engine.cpu import KERNEL_CHECK_EXACT, int8_kernel_product
 from siglip_text.engine.errors import ModelLoadError
-from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
+from siglip_text.settings import demo_model_dir, load_service, load_settings
 from siglip_text.tools.export.quantize import (
     PAIR_LIMIT,
     integer_weights,

@@ -25,9 +25,8 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 from moto import mock_aws
-from siglip_text.engine.config import load_settings
-from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import PROBE_TEXT
+from siglip_text.settings import load_service, load_settings
 from siglip_text.tools.export.checks import probe_reference, record_self_check
 
 from tests.support.aws_lambda import LambdaContext, built_lambda

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from siglip_text.assembly import lambda_function
-from siglip_text.engine.config import load_settings
+from siglip_text.assembly import assemble_lambda
 from siglip_text.engine.errors import ConfigError
+from siglip_text.settings import load_settings
 
 from tests.support.aws_lambda import built_lambda, plain_package_loggers
 
@@ -21,9 +21,9 @@ def test_the_function_refuses_to_start_without_an_auth_mode(
     environ = {"POWERTOOLS_TRACE_DISABLED": "true"}
     # WHEN the init phase runs; THEN it fails, naming the variable
     with plain_package_loggers(), pytest.raises(ConfigError, match="SIGLIP_AUTH_MODE"):
-        lambda_function(settings, environ)
+        assemble_lambda(settings, environ)
 
 
 def test_an_explicit_none_still_starts(demo_dir: Path) -> None:
     with built_lambda(demo_dir, SIGLIP_AUTH_MODE="none") as function:
-        assert function.app.state.service.dimension == 32
+        assert function.parts.service.dimension == 32

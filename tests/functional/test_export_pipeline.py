@@ -17,10 +17,9 @@ import pytest
 from fastapi.testclient import TestClient
 from siglip_text.cli import main
 from siglip_text.engine.bundle import sha256_file
-from siglip_text.engine.config import load_settings
-from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
+from siglip_text.settings import load_service, load_settings
 from siglip_text.tools.export.checkpoint import (
     SourceSpec,
     load_checkpoint,

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from siglip_text.tools.errors import ToolError
+from siglip_text.tools.exit_status import ToolError
 from siglip_text.tools.export.pipeline import validate
 from siglip_text.tools.export.revision import resolve_revision
 from siglip_text.tools.export.state import ExportOptions

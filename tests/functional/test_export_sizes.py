@@ -15,12 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from siglip_text.engine import sizing
-from siglip_text.engine.config import load_settings
+from siglip_text.aws import sizing
 from siglip_text.engine.errors import ModelLoadError
-from siglip_text.engine.loading import load_service
 from siglip_text.http.app import create_app
-from siglip_text.tools.errors import ToolError
+from siglip_text.settings import load_service, load_settings
+from siglip_text.tools.exit_status import ToolError
 from siglip_text.tools.export import memory
 from siglip_text.tools.export.checkpoint import (
     SourceSpec,

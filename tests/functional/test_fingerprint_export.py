@@ -29,13 +29,12 @@ for _module in ("torch", "transformers", "onnx"):
 
 from fastapi.testclient import TestClient  # noqa: E402
 from siglip_text.cli import main  # noqa: E402
-from siglip_text.engine.config import load_settings  # noqa: E402
 from siglip_text.engine.errors import ModelLoadError  # noqa: E402
 from siglip_text.engine.fingerprint import tokenizer_digest  # noqa: E402
-from siglip_text.engine.loading import load_service  # noqa: E402
 from siglip_text.engine.service import EmbeddingService  # noqa: E402
 from siglip_text.http.app import create_app  # noqa: E402
-from siglip_text.tools.fingerprint import (  # noqa: E402
+from siglip_text.settings import load_service, load_settings  # noqa: E402
+from siglip_text.tools.checkpoint_fingerprint import (  # noqa: E402
     checkpoint_fingerprint,
     safetensors_header,
 )

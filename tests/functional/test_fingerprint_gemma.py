@@ -22,11 +22,10 @@ for _module in ("torch", "transformers", "onnx"):
     )
 
 from fastapi.testclient import TestClient  # noqa: E402
-from siglip_text.engine.config import load_settings  # noqa: E402
-from siglip_text.engine.loading import load_service  # noqa: E402
 from siglip_text.http.app import create_app  # noqa: E402
+from siglip_text.settings import load_service, load_settings  # noqa: E402
+from siglip_text.tools.checkpoint_fingerprint import checkpoint_fingerprint  # noqa: E402
 from siglip_text.tools.export.pipeline import ExportOptions, export_bundle  # noqa: E402
-from siglip_text.tools.fingerprint import checkpoint_fingerprint  # noqa: E402
 
 from tests.support import gemma  # noqa: E402
 from tests.support.edge_texts import edge_texts  # noqa: E402

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from siglip_text.engine.config import Settings, load_settings
 from siglip_text.engine.errors import ConfigError
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
+from siglip_text.settings import Settings, load_settings
 
 from tests.support.openai_shapes import assert_openai_error
 

@@ -23,12 +23,12 @@ import pytest
 from fastapi.testclient import TestClient
 from mangum import Mangum
 from siglip_text.assembly import Platform, build_app
-from siglip_text.engine.config import Settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.admission import Admission
 from siglip_text.http.app import create_app
 from siglip_text.http.auth import ApiKeyAuthenticator
 from siglip_text.http.errors import AuthenticationError
+from siglip_text.settings import Settings
 
 from tests.support.aws_lambda import (
     LambdaContext,

@@ -47,7 +47,7 @@ def client(lambda_module: ModuleType, events: list[dict[str, Any]]) -> OpenAI:
 def test_default_embeddings_request_through_the_function_url_gives_the_models_vectors(
     client: OpenAI, lambda_module: ModuleType, events: list[dict[str, Any]]
 ) -> None:
-    service = lambda_module.app.state.service
+    service = lambda_module.parts.service
     texts = ["a red block", "a robot arm"]
     # WHEN the client asks as it does by default (encoding_format=base64)
     response = client.embeddings.create(model=service.model_id, input=texts)
@@ -65,7 +65,7 @@ def test_default_embeddings_request_through_the_function_url_gives_the_models_ve
 def test_models_and_errors_keep_openais_shape_through_the_function_url(
     client: OpenAI, lambda_module: ModuleType
 ) -> None:
-    service = lambda_module.app.state.service
+    service = lambda_module.parts.service
     assert [m.id for m in client.models.list().data] == [service.model_id]
     with pytest.raises(NotFoundError) as caught:
         client.embeddings.create(model="text-embedding-3-small", input="x")
@@ -99,7 +99,7 @@ def test_a_binary_content_type_arrives_base64_encoded_and_is_served(
     assert event["isBase64Encoded"] is True and base64.b64decode(event["body"]) == body
     answer = http.send(request)
     assert answer.status_code == 200
-    expected = lambda_module.app.state.service.embed_texts(["a photo of a cat"]).vectors[0]
+    expected = lambda_module.parts.service.embed_texts(["a photo of a cat"]).vectors[0]
     np.testing.assert_allclose(answer.json()["data"][0]["embedding"], expected, atol=1e-6)
     # a JSON body is passed as text
     assert (
@@ -112,7 +112,7 @@ def test_empty_and_special_token_texts_through_the_function_url(
     client: OpenAI, lambda_module: ModuleType
 ) -> None:
     # The empty string is a text (<eos> then pads); "<eos>" typed in a query is text too
-    service = lambda_module.app.state.service
+    service = lambda_module.parts.service
     texts = ["", "<eos>", "a <pad> b"]
     response = client.embeddings.create(model=service.model_id, input=texts)
     got = np.array([item.embedding for item in response.data], dtype=np.float32)

@@ -29,9 +29,9 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from siglip_text.engine.config import Settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
+from siglip_text.settings import Settings
 
 from tests.support.asgi import asgi_call
 from tests.support.aws_lambda import (

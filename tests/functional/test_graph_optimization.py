@@ -10,9 +10,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 from siglip_text.engine.bundle import sha256_file
-from siglip_text.engine.config import load_settings
 from siglip_text.engine.errors import ModelLoadError
-from siglip_text.engine.loading import load_service
+from siglip_text.settings import load_service, load_settings
 from siglip_text.tools.export.onnx_export import external_data_path, save_onnx
 from siglip_text.tools.export.ort_optimize import optimize_graph
 

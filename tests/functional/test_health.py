@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
-from siglip_text.engine.config import load_settings
-from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
+from siglip_text.settings import load_service, load_settings
 
 from tests.support.aws_lambda import built_lambda
 
@@ -48,7 +47,7 @@ def test_health_shows_no_cache_counters_even_with_a_cache(demo_dir: Path) -> Non
 
 def test_versions_threads_and_init_timings_are_in_the_init_log(demo_dir: Path, caplog: Any) -> None:
     with caplog.at_level(logging.INFO), built_lambda(demo_dir) as entry:
-        assert entry.app is not None
+        assert entry.parts is not None
     loaded = next(r for r in caplog.records if r.getMessage() == "model loaded")
     assert {"onnxruntime", "tokenizers", "numpy", "python"} <= set(loaded.runtime)
     assert loaded.intra_op_threads == 1

@@ -17,9 +17,9 @@ import pytest
 from fastapi.testclient import TestClient
 from siglip_text import __version__
 from siglip_text.assembly import Platform, build_app
-from siglip_text.engine.config import Settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.errors import AuthenticationError
+from siglip_text.settings import Settings
 
 from tests.support.aws_lambda import (
     LambdaContext,

@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from siglip_text.engine.config import load_settings
 from siglip_text.engine.errors import ModelLoadError
-from siglip_text.engine.loading import load_service
+from siglip_text.settings import load_service, load_settings
 
 from tests.support.graphs import save_graph
 
@@ -162,6 +161,13 @@ def test_lambda_init_phase_fails_closed_on_a_bad_bundle(bundle_copy: Path) -> No
 def test_lambda_init_phase_fails_closed_without_configuration() -> None:
     result = run_python("import siglip_text.lambda_function", {"POWERTOOLS_TRACE_DISABLED": "true"})
     assert result.returncode != 0
+    # the auth-mode rule is checked first, before any file is read
+    assert "SIGLIP_AUTH_MODE is not set" in result.stderr
+    result = run_python(
+        "import siglip_text.lambda_function",
+        {"POWERTOOLS_TRACE_DISABLED": "true", "SIGLIP_AUTH_MODE": "none"},
+    )
+    assert result.returncode != 0
     assert "SIGLIP_MODEL_MANIFEST_PATH is not set" in result.stderr
 
 
@@ -212,13 +218,13 @@ def observed_init(model_dir: Path, at_start: str, report: str) -> dict:
 @pytest.mark.slow
 def test_lambda_init_starts_the_session_before_it_imports_the_web_stack(demo_dir: Path) -> None:
     # ONNX Runtime builds the session without the GIL, so it overlaps with importing FastAPI,
-    # Mangum and Powertools only if it starts first (`assembly.lambda_function`).
+    # Mangum and Powertools only if it starts first (`assembly.assemble_lambda`).
     report = observed_init(
         demo_dir,
         "[m for m in ('fastapi', 'mangum', 'aws_lambda_powertools', 'starlette')"
         " if m in sys.modules]",
         "{'imported_first': [m for found in seen for m in found],"
-        " 'timings': entry.app.state.service.init_timings.as_dict()}",
+        " 'timings': entry.parts.service.init_timings.as_dict()}",
     )
     assert report["imported_first"] == []
     assert set(report["timings"]) >= {"tokenizer_s", "session_s", "session_wait_s", "probe_s"}

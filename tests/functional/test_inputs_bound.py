@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from siglip_text.engine.config import Settings, load_settings
 from siglip_text.engine.limits import inputs_in_time
-from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 from siglip_text.http.response_size import LAMBDA_RESPONSE_LIMIT_BYTES, response_bound
+from siglip_text.settings import Settings, load_service, load_settings
 
 from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
 from tests.support.openai_shapes import assert_openai_error
@@ -190,7 +189,7 @@ def test_the_lambda_function_derives_it_from_its_timeout(
 ) -> None:
     # GIVEN the function as the template configures it (auto, its Timeout passed in)
     with built_lambda(demo_dir, SIGLIP_FUNCTION_TIMEOUT_SECONDS="28") as function:
-        service = function.app.state.service
+        service = function.parts.service
         pace = service.probe_seconds_per_input
         health = load_event("rest-health.json")
         _, _, body = lambda_answer(function.handler(health, LambdaContext()))

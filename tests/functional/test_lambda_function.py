@@ -55,7 +55,7 @@ def test_event_file_gets_its_expected_answer(lambda_module: ModuleType, name: st
         assert_openai_error(body)
     elif "embeddings" in name:
         assert_openai_response(body)
-        assert body["model"] == lambda_module.app.state.service.model_id
+        assert body["model"] == lambda_module.parts.service.model_id
     else:
         assert body["status"] == "ok"
 
@@ -67,7 +67,7 @@ def test_rest_http_api_and_function_url_events_give_identical_vectors(
     _, _, http = invoke(lambda_module, load_event("http-embeddings-text.json"))
     _, _, url = invoke(lambda_module, load_event("url-embeddings-text.json"))
     assert rest["data"] == http["data"] == url["data"]
-    expected = lambda_module.app.state.service.embed_texts(["a photo of a cat"]).vectors[0]
+    expected = lambda_module.parts.service.embed_texts(["a photo of a cat"]).vectors[0]
     np.testing.assert_allclose(np.array(rest["data"][0]["embedding"]), expected, atol=1e-7)
 
 
@@ -90,7 +90,7 @@ def test_function_url_base64_body_is_decoded_and_answers_base64_vectors(
     status, _, body = invoke(lambda_module, event)
     # THEN the vectors are those of the decoded request's texts, in order, as base64
     assert status == 200
-    expected = lambda_module.app.state.service.embed_texts(request["input"]).vectors
+    expected = lambda_module.parts.service.embed_texts(request["input"]).vectors
     got = np.stack([decode_base64(item["embedding"]) for item in body["data"]])
     np.testing.assert_allclose(got, expected, atol=1e-7)
 
@@ -155,7 +155,7 @@ def test_handler_emits_metrics_and_no_query_text(lambda_module: ModuleType, caps
 @pytest.mark.parametrize("name", ["rest-embeddings-text.json", "http-embeddings-text.json"])
 def test_empty_string_through_the_handler(lambda_module: ModuleType, name: str) -> None:
     """Both event formats embed "" (<eos> then pads); an empty token array stays a 400."""
-    service = lambda_module.app.state.service
+    service = lambda_module.parts.service
     event = load_event(name)
     event["body"] = json.dumps({"input": ["", "<eos>"]})
     status, _, body = invoke(lambda_module, event)

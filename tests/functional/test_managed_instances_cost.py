@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from siglip_text.engine.bundle import MemoryNeed
-from siglip_text.engine.config import demo_model_dir
+from siglip_text.settings import demo_model_dir
 
 from benchmarks.managed_instances import PRICES, Bundle, costs, main
 

@@ -9,11 +9,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from siglip_text.engine.config import demo_model_dir, load_settings
+from siglip_text.assembly import assemble_lambda
 from siglip_text.engine.errors import ModelLoadError
-from siglip_text.engine.loading import load_service
+from siglip_text.settings import demo_model_dir, load_settings
 
-from tests.support.aws_lambda import built_lambda
+from tests.support.aws_lambda import built_lambda, plain_package_loggers
 
 
 @pytest.fixture
@@ -33,12 +33,18 @@ def test_a_session_under_managed_instances_gets_one_thread_when_processes_fill_t
     # 10,240 MB would buy 6 vCPUs on Lambda (default); 64 processes outnumber this machine's
     # CPUs, so each process gets one thread whatever the memory
     monkeypatch.delenv("SIGLIP_ORT_INTRA_OP_THREADS", raising=False)
-    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "10240")
-    monkeypatch.setenv("AWS_LAMBDA_MAX_CONCURRENCY", "64")
+    environ = {
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "10240",
+        "AWS_LAMBDA_MAX_CONCURRENCY": "64",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }
 
-    service = load_service(load_settings(model_dir=demo_model_dir()))
+    with plain_package_loggers():
+        function = assemble_lambda(
+            load_settings(model_dir=demo_model_dir(), auth_mode="none"), environ
+        )
 
-    assert service.intra_op_threads == 1
+    assert function.parts is not None and function.parts.service.intra_op_threads == 1
 
 
 def test_the_entry_point_fails_closed_when_the_processes_do_not_fit(sized_demo: Path) -> None:

@@ -19,8 +19,8 @@ def test_loading_and_embedding_leave_home_untouched(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY",)}
     env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
     code = (
-        "from siglip_text.engine.config import demo_model_dir, load_settings\n"
-        "from siglip_text.engine.loading import load_service\n"
+        "from siglip_text.settings import demo_model_dir, load_settings\n"
+        "from siglip_text.settings import load_service\n"
         "s = load_service(load_settings(model_dir=demo_model_dir(), ort_intra_op_threads=1))\n"
         "print(s.embed_texts(['a cat']).vectors.shape)\n"
     )

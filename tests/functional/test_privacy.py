@@ -22,11 +22,11 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from siglip_text.engine.config import load_settings
 from siglip_text.engine.encoder import OnnxEncoder, SessionConfig
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 from siglip_text.http.observability import LoggingObserver
+from siglip_text.settings import load_settings
 
 from tests.support.asgi import asgi_call
 from tests.support.aws_lambda import plain_package_loggers

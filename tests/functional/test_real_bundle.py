@@ -34,9 +34,8 @@ import httpx
 import numpy as np
 import pytest
 from siglip_text.cli import main
-from siglip_text.engine.config import demo_model_dir, load_settings
-from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
+from siglip_text.settings import demo_model_dir, load_service, load_settings
 
 from devkit.events import event_files
 from tests.support import real_bundle

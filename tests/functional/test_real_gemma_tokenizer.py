@@ -17,10 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from siglip_text.engine.config import load_settings
-from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
+from siglip_text.settings import load_service, load_settings
 from siglip_text.tools.export.pipeline import ExportOptions, export_bundle
 
 from tests.support import gemma

@@ -17,11 +17,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from siglip_text.engine.config import Settings
 from siglip_text.engine.errors import InvalidInputError, SiglipError
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 from siglip_text.http.embeddings import parse_request
+from siglip_text.settings import Settings
 
 from tests.support.asgi import asgi_call
 from tests.support.aws_lambda import (
@@ -75,7 +75,7 @@ def test_body_at_the_limit_is_served_and_one_byte_more_is_413_in_process(
 def test_body_at_the_limit_is_served_and_one_byte_more_is_413_through_the_handler(
     lambda_module: ModuleType, service: EmbeddingService, template: str, base64_body: bool
 ) -> None:
-    limit = lambda_module.settings.max_request_bytes
+    limit = lambda_module.parts.settings.max_request_bytes
     assert limit == 6 * 1024 * 1024
     tally = Tally()
     for size, status in ((limit, 200), (limit + 1, 413)):

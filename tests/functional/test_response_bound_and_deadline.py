@@ -18,10 +18,9 @@ from typing import Any
 import httpx
 import pytest
 from openai import APIStatusError, AsyncOpenAI
-from siglip_text.engine.config import load_settings
-from siglip_text.engine.loading import load_service
 from siglip_text.http.app import create_app
 from siglip_text.http.response_size import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_that_fit
+from siglip_text.settings import load_service, load_settings
 
 from tests.support.asgi import asgi_call
 from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
@@ -63,7 +62,7 @@ def embeddings_event(body: dict[str, Any]) -> dict[str, Any]:
 
 def counting_model_runs(module: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Rows given to the real ONNX session, counted as they pass through to it."""
-    encoder = module.app.state.service.encoder
+    encoder = module.parts.service.encoder
     run: Callable[..., Any] = encoder._run
     rows: list[int] = []
 
@@ -93,7 +92,7 @@ def test_1000_float_vectors_of_768_d_are_refused_at_once_and_as_base64_answered(
     assert_openai_error(error)
     assert error["error"]["code"] == "response_too_large"
     assert error["error"]["param"] == "input"
-    service = wide_lambda.app.state.service
+    service = wide_lambda.parts.service
     fits = {
         encoding: inputs_that_fit(
             LAMBDA_RESPONSE_LIMIT_BYTES,
@@ -159,7 +158,7 @@ def test_a_set_response_limit_holds_at_its_edge_through_the_handler(
     with built_lambda(
         demo_dir, SIGLIP_MAX_RESPONSE_BYTES=str(limit), SIGLIP_MAX_INPUTS_PER_REQUEST="2048"
     ) as module:
-        service = module.app.state.service
+        service = module.parts.service
         fit = inputs_that_fit(
             limit,
             dimension=service.dimension,

@@ -192,13 +192,6 @@ def test_forget_drops_every_key_and_reload_reads_them_again_failing_closed(
     assert embed(client, KEY).status_code == 200
 
 
-def test_the_app_exposes_its_authenticator_for_snapshot_hooks(
-    service: EmbeddingService, demo_dir: Path, secrets: SecretsServer
-) -> None:
-    client, authenticator = make(service, demo_dir, secrets, Clock())
-    assert client.app.state.authenticator is authenticator  # type: ignore[attr-defined]
-
-
 @pytest.mark.slow  # one read of the hung endpoint: the default client's 3 s read timeout
 def test_the_lambda_handler_counts_a_failed_read_as_an_emf_metric(
     demo_dir: Path, secrets: SecretsServer, capsys: Any
@@ -208,7 +201,7 @@ def test_the_lambda_handler_counts_a_failed_read_as_an_emf_metric(
         demo_dir, SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=secrets.arn
     ) as entry:
         clock = Clock()
-        authenticator = entry.app.state.authenticator
+        authenticator = entry.parts.authenticator
         authenticator.clock = clock
         authenticator.forget()
         authenticator.reload()

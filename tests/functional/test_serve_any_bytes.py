@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 from siglip_text.assembly import Platform, build_app
-from siglip_text.engine.config import Settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.errors import AuthenticationError
+from siglip_text.settings import Settings
 
 from tests.support.guarded_server import PARSERS, exchange, guarded_server, parse_answers
 from tests.support.openai_shapes import assert_openai_error

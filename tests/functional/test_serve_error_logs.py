@@ -11,10 +11,10 @@ import numpy as np
 import onnx
 from fastapi.testclient import TestClient
 from onnx import TensorProto, helper, numpy_helper
-from siglip_text.engine.config import load_settings
 from siglip_text.engine.encoder import OnnxEncoder, SessionConfig
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
+from siglip_text.settings import load_settings
 
 from tests.support.graphs import save_graph
 

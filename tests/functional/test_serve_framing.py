@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 from siglip_text.assembly import Platform, build_app
-from siglip_text.engine.config import Settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.connections import MAX_HEADER_BYTES
+from siglip_text.settings import Settings
 
 from tests.support.guarded_server import PARSERS, Exchange, exchange, guarded_server
 from tests.support.openai_shapes import assert_openai_error

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 from siglip_text.assembly import Platform, build_app
-from siglip_text.engine.config import Settings
 from siglip_text.engine.service import EmbeddingService
+from siglip_text.settings import Settings
 
 from tests.support.framing_cases import FRAMING_CASES, PARSER_DIFFERENCES, SECOND
 from tests.support.guarded_server import Exchange, exchange, guarded_server

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import uvicorn
 from siglip_text.assembly import Platform, build_app
-from siglip_text.engine.config import Settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.connections import MAX_HEADER_BYTES, guarded_protocol
+from siglip_text.settings import Settings
 
 from tests.support.guarded_server import PARSERS, parse_answers
 

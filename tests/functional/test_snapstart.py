@@ -16,6 +16,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from siglip_text.aws import sizing
 from siglip_text.aws.snapstart import NOT_RESTORED
 from siglip_text.http.errors import KeysUnavailableError
 
@@ -76,7 +77,7 @@ def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str, list[st
 
 
 def counting_reads(function: ModuleType, reads: list[str]) -> None:
-    function.app.state.authenticator.provider.client.meta.events.register(
+    function.parts.authenticator.provider.client.meta.events.register(
         "before-parameter-build.secrets-manager.GetSecretValue",
         lambda **kwargs: reads.append(kwargs["params"]["SecretId"]),
     )
@@ -109,7 +110,7 @@ def test_after_restore_the_keys_are_read_again_and_a_request_with_the_key_is_ans
     }
     with built_lambda(demo_dir, **env) as function:
         counting_reads(function, reads)
-        authenticator = function.app.state.authenticator
+        authenticator = function.parts.authenticator
         # GIVEN the snapshot taken: no key held, every request refused until a restore
         run_before_snapshot()
         assert authenticator.provider.store == {}
@@ -161,7 +162,7 @@ def test_another_hosts_arithmetic_fails_the_restore_and_nothing_is_served(
         assert function.handler(event, LambdaContext())["statusCode"] == 200
         run_before_snapshot()
         # GIVEN a restoring host whose ONNX Runtime computes other vectors than the snapshot's
-        session = function.app.state.service.encoder.session
+        session = function.parts.service.encoder.session
         run = session.run
         session.run = lambda *args, **kwargs: [out[..., ::-1] for out in run(*args, **kwargs)]
         # WHEN the runtime restores: THEN the restore fails
@@ -181,11 +182,15 @@ def test_after_restore_the_thread_count_is_detected_again(
     demo_dir: Path, registries: tuple[list[Any], list[Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with built_lambda(demo_dir, AWS_LAMBDA_INITIALIZATION_TYPE="snap-start") as function:
-        service = function.app.state.service
+        service = function.parts.service
         assert service.intra_op_threads == 1
         run_before_snapshot()
-        # GIVEN a restoring host that gives the function another CPU allowance
-        monkeypatch.setenv("SIGLIP_ORT_INTRA_OP_THREADS", "2")
+        # GIVEN settings that leave the thread count to the host, and a restoring host that
+        # gives the function another CPU allowance
+        snapstart = function.snapstart
+        unset = snapstart.settings.model_copy(update={"ort_intra_op_threads": None})
+        monkeypatch.setattr(snapstart, "settings", unset)
+        monkeypatch.setattr(sizing, "usable_cpus", lambda **_: 2)
         run_after_restore()
         # THEN the session was rebuilt for it, and serves
         assert service.intra_op_threads == 2

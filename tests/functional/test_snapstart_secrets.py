@@ -91,7 +91,7 @@ def test_a_snap_start_init_describes_the_secret_and_reads_no_key_until_the_resto
         run_before_snapshot()
         # THEN the secret was described, never read, and no key is held
         assert calls == ["DescribeSecret"]
-        assert function.app.state.authenticator._digests == ()
+        assert function.parts.authenticator._digests == ()
         # WHEN the environment is restored: THEN the keys are read, and the key is accepted
         run_after_restore()
         assert calls == ["DescribeSecret", "GetSecretValue"]

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from siglip_text.engine.config import load_settings
 from siglip_text.engine.service import EmbeddingService
+from siglip_text.settings import load_settings
 
 from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
 from tests.support.openai_shapes import assert_openai_error

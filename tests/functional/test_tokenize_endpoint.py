@@ -16,10 +16,10 @@ import pytest
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from fastapi.testclient import TestClient
 from moto import mock_aws
-from siglip_text.engine.config import Settings, load_settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 from siglip_text.http.auth import build_authenticator
+from siglip_text.settings import Settings, load_settings
 from tokenizers import Tokenizer
 
 from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event

@@ -13,7 +13,7 @@ import json
 
 import pytest
 from siglip_text.engine.tokenization import WINDOW_BYTES_PER_TOKEN, SiglipTokenizer
-from siglip_text.tools.fingerprint import served_tokenizer_data
+from siglip_text.tools.checkpoint_fingerprint import served_tokenizer_data
 from tokenizers import Tokenizer
 
 from tests.support import gemma

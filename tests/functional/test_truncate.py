@@ -17,11 +17,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from openai import BadRequestError, OpenAI
-from siglip_text.engine.config import load_settings
-from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.engine.tokenization import COUNT_CHARS
 from siglip_text.http.app import create_app
+from siglip_text.settings import load_service, load_settings
 
 from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
 from tests.support.openai_shapes import assert_openai_error, assert_openai_response

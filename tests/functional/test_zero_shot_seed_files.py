@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from siglip_text.cli import main
 from siglip_text.engine.bundle import BundlePaths
-from siglip_text.engine.config import demo_model_dir
 from siglip_text.engine.service import EmbeddingService
+from siglip_text.settings import demo_model_dir
 from siglip_text.tools.backends import LocalEmbedder
 from siglip_text.tools.zero_shot import DEFAULT_TEMPLATE, class_embeddings
 

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 from moto import mock_aws
-from siglip_text.assembly import lambda_function
+from siglip_text.assembly import assemble_lambda
 from siglip_text.aws.function import LambdaFunction
-from siglip_text.engine.config import load_settings
+from siglip_text.settings import load_settings
 
 from devkit.lambda_context import LambdaContext as LambdaContext  # the tests' name for it
 from tests.support.paths import EVENTS
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 @contextmanager
 def built_lambda(model_dir: Path, **env: str) -> Iterator[LambdaFunction]:
-    """The Lambda function as its init builds it (assembly.lambda_function), from settings
+    """The Lambda function as its init builds it (assembly.assemble_lambda), from settings
     for `model_dir` and SIGLIP_* in ``env``; ``env`` (with the defaults here) is also the
     environment the function's own parts read (Powertools, SnapStart's init type)."""
     patch = pytest.MonkeyPatch()
@@ -46,7 +46,7 @@ def built_lambda(model_dir: Path, **env: str) -> Iterator[LambdaFunction]:
         patch.setenv(name, value)
     try:
         with plain_package_loggers():
-            yield lambda_function(load_settings(), os.environ)
+            yield assemble_lambda(load_settings(), os.environ)
     finally:
         patch.undo()
 

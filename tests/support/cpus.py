@@ -43,10 +43,9 @@ def report(bundles: dict[str, Path]) -> dict[str, Any]:
     """This CPU's kernel products and, per bundle, its vectors of `TEXTS` or its init error."""
     import numpy as np
     import onnxruntime as ort
-    from siglip_text.engine.config import load_settings
     from siglip_text.engine.cpu import cpu_features
     from siglip_text.engine.errors import SiglipError
-    from siglip_text.engine.loading import load_service
+    from siglip_text.settings import load_service, load_settings
 
     kernels = {}
     for form, (element, weight) in KERNEL_CASES.items():

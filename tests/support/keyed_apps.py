@@ -9,10 +9,10 @@ from pathlib import Path
 
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from fastapi.testclient import TestClient
-from siglip_text.engine.config import load_settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 from siglip_text.http.auth import ApiKeyAuthenticator, build_authenticator
+from siglip_text.settings import load_settings
 
 
 class Clock:

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from siglip_text.engine.config import demo_model_dir
+from siglip_text.settings import demo_model_dir
 
 SEED = 20261201
 REVISION = "0123456789abcdef0123456789abcdef01234567"

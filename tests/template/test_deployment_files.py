@@ -22,9 +22,9 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-from siglip_text.engine.config import ENV_PREFIX, Settings, load_settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
+from siglip_text.settings import ENV_PREFIX, Settings, load_settings
 
 from devkit.deployment import (
     DOCKERFILE,

@@ -14,10 +14,10 @@ import re
 from typing import Any
 
 import pytest
-from siglip_text.engine.config import Settings
 from siglip_text.engine.limits import inputs_in_time
 from siglip_text.http.inputs_bound import OPENAI_MAX_INPUTS
 from siglip_text.http.response_size import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_that_fit
+from siglip_text.settings import Settings
 
 from devkit.deployment import load_template, samconfig_parameters
 from devkit.sam import resolve

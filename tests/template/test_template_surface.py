@@ -65,7 +65,7 @@ def test_the_settings_that_are_not_parameters_hold_what_each_needs() -> None:
     settings = load_template()["Mappings"]["Settings"]
     function = settings["Function"]
     # the key cache refreshes before the staleness bound (the function refuses to start
-    # otherwise: engine/config.py)
+    # otherwise: settings.py)
     assert 10 <= int(function["ApiKeyCacheSeconds"]) <= int(function["ApiKeyMaxStalenessSeconds"])
     # the function gives up before API Gateway's 29-second integration timeout
     assert int(function["Timeout"]) < 29

@@ -11,8 +11,8 @@ import pytest
 from siglip_text.cli import main
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.tools.bulk import (
-    Endpoint,
     RETRY_AFTER_MAX_SECONDS,
+    Endpoint,
     JsonlOutput,
     NpyOutput,
     RunRecord,
@@ -20,7 +20,7 @@ from siglip_text.tools.bulk import (
     retry_after,
 )
 from siglip_text.tools.embed import batch_size_for
-from siglip_text.tools.errors import ToolError
+from siglip_text.tools.exit_status import ToolError
 
 TEXTS = [f"a red block number {i}" for i in range(10)]
 

@@ -1,4 +1,4 @@
-"""tools/fingerprint.py: a checkpoint's contract from its files, without torch or the
+"""tools/checkpoint_fingerprint.py: a checkpoint's contract from its files, without torch or the
 safetensors library: checkpoints are written here byte by byte (header length, JSON header,
 raw tensors), as the safetensors format defines them."""
 
@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 from siglip_text.cli import main
-from siglip_text.tools.errors import ToolError
-from siglip_text.tools.fingerprint import checkpoint_contract, checkpoint_fingerprint
+from siglip_text.tools.checkpoint_fingerprint import checkpoint_contract, checkpoint_fingerprint
+from siglip_text.tools.exit_status import ToolError
 
 REPOSITORY = "test/siglip-handmade"
 REVISION = "0123456789abcdef0123456789abcdef01234567"

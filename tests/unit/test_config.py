@@ -3,9 +3,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from siglip_text.engine import config
-from siglip_text.engine.config import Settings, available_cpus, load_settings
+from siglip_text.aws.sizing import lambda_cpus
+from siglip_text.engine import cpu
 from siglip_text.engine.errors import ConfigError
+from siglip_text.settings import Settings, load_settings
 
 
 def test_model_dir_gives_all_three_artifact_paths(tmp_path: Path) -> None:
@@ -53,22 +54,22 @@ def test_explicit_thread_count_is_used(monkeypatch) -> None:
 
 def test_default_threads_follow_cgroup_quota_not_cpu_count(monkeypatch, tmp_path: Path) -> None:
     (tmp_path / "cpu.max").write_text("150000 100000\n")
-    assert config._cgroup_cpu_quota(tmp_path) == 2
+    assert cpu._cgroup_cpu_quota(tmp_path) == 2
     (tmp_path / "cpu.max").write_text("max 100000\n")
-    assert config._cgroup_cpu_quota(tmp_path) is None
+    assert cpu._cgroup_cpu_quota(tmp_path) is None
 
 
 def test_cgroup_v1_quota_is_read(tmp_path: Path) -> None:
     (tmp_path / "cpu").mkdir()
     (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("50000\n")
     (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
-    assert config._cgroup_cpu_quota(tmp_path) == 1
+    assert cpu._cgroup_cpu_quota(tmp_path) == 1
 
 
 def test_lambda_memory_share_bounds_the_default_threads(monkeypatch) -> None:
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "1769")
-    monkeypatch.setattr(config.os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3, 4, 5})
-    monkeypatch.setattr(config, "_cgroup_cpu_quota", lambda: None)
-    assert available_cpus() == 1
+    monkeypatch.setattr(cpu.os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3, 4, 5})
+    monkeypatch.setattr(cpu, "_cgroup_cpu_quota", lambda: None)
+    assert lambda_cpus() == 1
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "10240")
-    assert available_cpus() == 6
+    assert lambda_cpus() == 6

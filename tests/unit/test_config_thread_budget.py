@@ -1,4 +1,4 @@
-"""ONNX Runtime's thread count under Lambda Managed Instances (config.available_cpus).
+"""ONNX Runtime's thread count under Lambda Managed Instances (aws/sizing.py lambda_cpus).
 
 There the Python runtime runs ``AWS_LAMBDA_MAX_CONCURRENCY`` processes per execution
 environment, each with its own model and session, on the environment's CPUs: each process
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from siglip_text.engine.config import available_cpus, processes_per_environment
+from siglip_text.aws.sizing import lambda_cpus, processes_per_environment
 
 
 def _cgroup(tmp_path: Path, cpus: float) -> Path:
@@ -26,7 +26,7 @@ def test_two_cpus_are_shared_by_the_processes_of_an_environment(
 ) -> None:
     environ = {"AWS_LAMBDA_MAX_CONCURRENCY": processes}
 
-    assert available_cpus(environ, affinity=2, cgroup_root=_cgroup(tmp_path, 2)) == threads
+    assert lambda_cpus(environ, affinity=2, cgroup_root=_cgroup(tmp_path, 2)) == threads
 
 
 def test_the_memory_size_never_sets_the_threads_under_managed_instances(tmp_path: Path) -> None:
@@ -35,7 +35,7 @@ def test_the_memory_size_never_sets_the_threads_under_managed_instances(tmp_path
     cgroup = _cgroup(tmp_path, 4)
     for memory in ("2048", "10240", "32768"):
         environ = {"AWS_LAMBDA_MAX_CONCURRENCY": "2", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": memory}
-        assert available_cpus(environ, affinity=16, cgroup_root=cgroup) == 2
+        assert lambda_cpus(environ, affinity=16, cgroup_root=cgroup) == 2
 
 
 @pytest.mark.parametrize("processes", ["1", "2", "3", "5", "16", "64"])
@@ -46,7 +46,7 @@ def test_a_process_never_gets_more_threads_than_the_cpus_nor_fewer_than_one(
     environ = {"AWS_LAMBDA_MAX_CONCURRENCY": processes, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "32768"}
     usable = min(affinity, -(-int(quota * 10) // 10))
 
-    threads = available_cpus(environ, affinity=affinity, cgroup_root=_cgroup(tmp_path, quota))
+    threads = lambda_cpus(environ, affinity=affinity, cgroup_root=_cgroup(tmp_path, quota))
 
     assert 1 <= threads <= usable
     assert threads * int(processes) <= max(usable, int(processes))
@@ -55,7 +55,7 @@ def test_a_process_never_gets_more_threads_than_the_cpus_nor_fewer_than_one(
 def test_the_affinity_bounds_the_budget_when_the_cgroup_sets_no_quota(tmp_path: Path) -> None:
     (tmp_path / "cpu.max").write_text("max 100000\n")
 
-    threads = available_cpus({"AWS_LAMBDA_MAX_CONCURRENCY": "2"}, affinity=6, cgroup_root=tmp_path)
+    threads = lambda_cpus({"AWS_LAMBDA_MAX_CONCURRENCY": "2"}, affinity=6, cgroup_root=tmp_path)
 
     assert threads == 3
 
@@ -64,10 +64,10 @@ def test_without_the_variable_lambda_default_keeps_the_memory_share(tmp_path: Pa
     cgroup = _cgroup(tmp_path, 8)
 
     assert (
-        available_cpus({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "3538"}, affinity=8, cgroup_root=cgroup)
+        lambda_cpus({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "3538"}, affinity=8, cgroup_root=cgroup)
         == 2
     )
-    assert available_cpus({}, affinity=8, cgroup_root=cgroup) == 8
+    assert lambda_cpus({}, affinity=8, cgroup_root=cgroup) == 8
 
 
 @pytest.mark.parametrize(

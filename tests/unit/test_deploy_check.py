@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from siglip_text.cli import main
 from siglip_text.tools.deploy_check import check_config_env, split_overrides
-from siglip_text.tools.errors import ToolError
+from siglip_text.tools.exit_status import ToolError
 
 from tests.support.paths import ROOT
 

@@ -10,11 +10,11 @@ import json
 import pytest
 from mangum import Mangum
 from siglip_text.aws.events import as_mangum_reads, proxy_response, rest_proxy_event
-from siglip_text.engine.config import Settings
 from siglip_text.engine.errors import InvalidInputError
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 from siglip_text.http.errors import InvalidHostError, error_answer
+from siglip_text.settings import Settings
 
 from tests.support.aws_lambda import LambdaContext
 from tests.support.paths import EVENTS

@@ -28,11 +28,10 @@ from siglip_text.http.errors import (
     ShuttingDownError,
     UnsupportedContentEncodingError,
     body_too_large,
-    declares_more_than,
     error_answer,
-    method_not_allowed,
     status_for,
 )
+from siglip_text.http.gate import declares_more_than, method_not_allowed
 
 from tests.support.openai_shapes import assert_openai_error
 

@@ -13,13 +13,17 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from siglip_text.assembly import Platform, build_authenticator, require_auth_mode
-from siglip_text.engine.config import load_settings
+from siglip_text.assembly import Platform, require_auth_mode
 from siglip_text.engine.errors import ConfigError
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
-from siglip_text.http.auth import KeyFileAuthenticator, build_key_file_authenticator
+from siglip_text.http.auth import (
+    KeyFileAuthenticator,
+    build_authenticator,
+    build_key_file_authenticator,
+)
 from siglip_text.http.key_file import KeyFileError, KeyFileExposed, parse_key_file, read_key_file
+from siglip_text.settings import load_settings
 
 from tests.support.keyed_apps import Clock
 
@@ -116,7 +120,7 @@ def test_the_lambda_function_refuses_a_key_file_pointing_at_secrets_manager(
     settings = load_settings(model_dir=demo_dir, api_key_file=key_file(tmp_path, KEY + "\n"))
 
     with pytest.raises(ConfigError, match="API_KEY_SECRET_ARN"):
-        build_authenticator(settings, Platform.LAMBDA, observer=None)
+        require_auth_mode(settings, Platform.LAMBDA, host="")
 
 
 @pytest.mark.parametrize(
@@ -133,14 +137,14 @@ def test_the_start_refuses_a_file_it_cannot_use(
     settings = load_settings(model_dir=demo_dir, api_key_file=key_file(tmp_path, text, mode))
 
     with pytest.raises(ConfigError, match=problem):
-        build_authenticator(settings, Platform.SERVE, observer=None)
+        build_authenticator(settings)
 
 
 def test_a_missing_file_is_refused_at_start(tmp_path: Path, demo_dir: Path) -> None:
     settings = load_settings(model_dir=demo_dir, api_key_file=tmp_path / "absent")
 
     with pytest.raises(ConfigError, match="cannot be opened"):
-        build_authenticator(settings, Platform.SERVE, observer=None)
+        build_authenticator(settings)
 
 
 def test_an_added_key_works_and_a_deleted_one_stops_after_the_check_period(

@@ -20,10 +20,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 from siglip_text.engine.bundle import load_manifest
-from siglip_text.engine.config import Settings, load_settings
 from siglip_text.engine.errors import ConfigError, ModelLoadError
-from siglip_text.engine.loading import ServiceInit, load_service, session_config
+from siglip_text.engine.loading import ServiceInit
 from siglip_text.engine.service import PROBE_TEXT, EmbeddingService
+from siglip_text.settings import Settings, load_service, load_settings
 
 from tests.support.graphs import save_graph
 from tests.support.guards import hang_guard
@@ -298,7 +298,9 @@ def test_an_init_holds_its_error_and_raises_it_on_every_call(bundle_copy: Path) 
     (bundle_copy / "tokenizer.json").unlink()
 
     # WHEN the init starts: nothing is raised, the error is held
-    init = ServiceInit.start(load_settings(model_dir=bundle_copy, ort_intra_op_threads=1))
+    init = ServiceInit.start(
+        load_settings(model_dir=bundle_copy, ort_intra_op_threads=1).init_plan()
+    )
     assert isinstance(init.error, ModelLoadError)
 
     # THEN asking for the service raises it, the same each time
@@ -308,22 +310,24 @@ def test_an_init_holds_its_error_and_raises_it_on_every_call(bundle_copy: Path) 
         assert failed.value is init.error
 
 
-def test_invalid_settings_are_held_like_any_init_error() -> None:
-    def invalid() -> Settings:
-        return load_settings(ort_intra_op_threads=0)
+def test_an_init_that_stopped_before_its_plan_holds_that_error() -> None:
+    # GIVEN settings that cannot be read
+    try:
+        load_settings(ort_intra_op_threads=0)
+    except ConfigError as exc:
+        init = ServiceInit.failed(exc)
 
-    init = ServiceInit.start(invalid)
-
+    # THEN the init has no manifest, and its service() raises the settings' error
     assert init.manifest is None
     with pytest.raises(ConfigError, match="SIGLIP_ORT_INTRA_OP_THREADS"):
         init.service()
 
 
 def test_a_good_init_holds_no_error_and_serves_one_service(settings: Settings) -> None:
-    init = ServiceInit.start(settings)
+    init = ServiceInit.start(settings.init_plan())
 
     assert init.error is None
-    assert init.manifest is not None and init.memory_warning is None
+    assert init.manifest is not None
     service = init.service()
     assert init.service() is service
     assert set(service.init_timings.as_dict()) >= {"manifest_s", "session_s", "probe_s"}
@@ -336,7 +340,9 @@ def test_an_error_after_the_session_starts_is_raised_by_service_only(
     (bundle_copy / "text_model.onnx").write_bytes(b"not an onnx graph")
 
     # WHEN started: the files pass their checks, so no error is held yet
-    init = ServiceInit.start(load_settings(model_dir=bundle_copy, ort_intra_op_threads=1))
+    init = ServiceInit.start(
+        load_settings(model_dir=bundle_copy, ort_intra_op_threads=1).init_plan()
+    )
     assert init.error is None
 
     # THEN the session's failure is raised by service(), and held from then on
@@ -353,7 +359,7 @@ def test_a_manifest_in_memory_builds_the_same_service(
     manifest = load_manifest(paths.manifest)
 
     # WHEN the service is built from it
-    built = ServiceInit.start_bundle(manifest, paths, session_config(settings, manifest)).service()
+    built = ServiceInit.start_bundle(manifest, paths, settings.session_config()).service()
 
     # THEN it computes the vectors the settings' service does
     assert built.embed_texts([PROBE_TEXT]).vectors.tobytes() == (

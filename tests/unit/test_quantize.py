@@ -12,9 +12,8 @@ import pytest
 onnx = pytest.importorskip("onnx", reason="needs onnx (in the test and export extras)")
 
 from onnx import numpy_helper  # noqa: E402
-from siglip_text.engine.config import load_settings  # noqa: E402
-from siglip_text.engine.loading import load_service  # noqa: E402
 from siglip_text.engine.service import EmbeddingService  # noqa: E402
+from siglip_text.settings import load_service, load_settings  # noqa: E402
 from siglip_text.tools.export.quantize import quantize_int8  # noqa: E402
 
 TEXTS = ["a photo of a cat", "A Photo Of A CAT", "", "一只猫的照片", "a red block " * 20]
@@ -22,7 +21,7 @@ TEXTS = ["a photo of a cat", "A Photo Of A CAT", "", "一只猫的照片", "a re
 
 @pytest.fixture(scope="module")
 def int8_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from siglip_text.engine.config import demo_model_dir
+    from siglip_text.settings import demo_model_dir
 
     demo = demo_model_dir()
     target = tmp_path_factory.mktemp("int8")
@@ -39,7 +38,7 @@ def _service(directory: Path) -> EmbeddingService:
 
 
 def test_token_table_becomes_int8_rows_with_one_scale_per_row(int8_dir: Path) -> None:
-    from siglip_text.engine.config import demo_model_dir
+    from siglip_text.settings import demo_model_dir
 
     fp32 = {
         i.name: numpy_helper.to_array(i)
@@ -62,7 +61,7 @@ def test_token_table_becomes_int8_rows_with_one_scale_per_row(int8_dir: Path) ->
 
 
 def test_int8_graph_runs_matmuls_as_integer_ops_and_is_smaller(int8_dir: Path) -> None:
-    from siglip_text.engine.config import demo_model_dir
+    from siglip_text.settings import demo_model_dir
 
     ops = [n.op_type for n in onnx.load(str(int8_dir / "text_model.onnx")).graph.node]
 
@@ -89,7 +88,7 @@ def test_int8_demo_bundle_loads_like_serve_and_stays_close_to_fp32(
 def test_quantizing_a_graph_with_a_weights_file_gives_the_in_memory_graph(
     form: str, tmp_path: Path
 ) -> None:
-    from siglip_text.engine.config import demo_model_dir
+    from siglip_text.settings import demo_model_dir
     from siglip_text.tools.export.onnx_export import save_onnx
 
     # GIVEN the demo graph as one file, and the same graph with its weights in a .data file

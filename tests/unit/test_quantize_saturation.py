@@ -21,7 +21,7 @@ from siglip_text.tools.export.quantize import (  # noqa: E402
 
 
 def _quantized(directory: Path, form: str) -> tuple[object, Quantization]:
-    from siglip_text.engine.config import demo_model_dir
+    from siglip_text.settings import demo_model_dir
 
     target = directory / form / "text_model.onnx"
     info = quantize_int8(demo_model_dir() / "text_model.onnx", target, weight_form=form)  # type: ignore[arg-type]

@@ -10,7 +10,6 @@ import time
 import tracemalloc
 
 import pytest
-from siglip_text.engine.config import Settings
 from siglip_text.engine.errors import InvalidInputError, TooManyInputsError
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.embeddings import items_limit, parse_request, validate_request
@@ -20,6 +19,7 @@ from siglip_text.http.schemas import (
     json_items,
     json_items_at_most,
 )
+from siglip_text.settings import Settings
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """Unknown request fields: the request models skip them unbuilt, and
-`errors.refuse_unknown_fields` refuses them, from the body's keys alone."""
+`fields.refuse_unknown_fields` refuses them, from the body's keys alone."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 import pytest
-from siglip_text.http.errors import UnknownFieldError, refuse_unknown_fields
+from siglip_text.http.errors import UnknownFieldError
+from siglip_text.http.fields import refuse_unknown_fields
 from siglip_text.http.schemas import OpenAICompatEmbeddingRequest, TokenizeRequest
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from siglip_text.engine.config import load_settings
-from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
+from siglip_text.settings import load_service, load_settings
 
 
 @pytest.fixture(scope="module")

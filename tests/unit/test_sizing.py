@@ -4,10 +4,10 @@ process of an environment on Lambda Managed Instances, one on Lambda (default)."
 from __future__ import annotations
 
 import pytest
+from siglip_text.aws.sizing import check_function_memory
 from siglip_text.engine.bundle import Manifest, MemoryNeed
-from siglip_text.engine.config import demo_model_dir
 from siglip_text.engine.errors import ModelLoadError
-from siglip_text.engine.sizing import check_function_memory
+from siglip_text.settings import demo_model_dir
 
 #: The need export recorded for the base bundles (docs/sizes.md).
 BASE_FP32 = MemoryNeed(minimum_mb=477, recommended_mb=1227, basis="base fp32")

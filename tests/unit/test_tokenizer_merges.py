@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from siglip_text.engine.config import demo_model_dir
 from siglip_text.engine.errors import ModelLoadError
 from siglip_text.engine.tokenization import SiglipTokenizer
+from siglip_text.settings import demo_model_dir
 from siglip_text.tools.export.tokenizer import apply_contract
 from siglip_text.tools.export.tokenizer_merges import (
     EMPTY_TOKENIZER,

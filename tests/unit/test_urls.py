@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from siglip_text.tools.errors import ToolError
+from siglip_text.tools.exit_status import ToolError
 from siglip_text.tools.urls import openai_base_url, service_root
 
 

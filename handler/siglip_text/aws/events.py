@@ -11,10 +11,11 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Any
 
 from ..engine.errors import InvalidInputError
+from ..engine.json_value import JSONObject, JSONValue
 from ..http.errors import ErrorAnswer, InvalidHostError, short
+from .types import ProxyResponse, RestApiEvent
 
 
 def rest_proxy_event(
@@ -25,7 +26,7 @@ def rest_proxy_event(
     body: str | None,
     stage: str,
     request_id: str,
-) -> dict[str, Any]:
+) -> RestApiEvent:
     """The event for one request; ``headers`` as the client sent them."""
     identity = {"sourceIp": "127.0.0.1"}
     if "User-Agent" in headers:
@@ -53,7 +54,7 @@ def rest_proxy_event(
     }
 
 
-def proxy_response(answer: ErrorAnswer) -> dict[str, Any]:
+def proxy_response(answer: ErrorAnswer) -> ProxyResponse:
     """An error answer as the Lambda proxy response API Gateway and function URLs relay."""
     return {
         "statusCode": answer.status,
@@ -63,7 +64,7 @@ def proxy_response(answer: ErrorAnswer) -> dict[str, Any]:
     }
 
 
-def as_mangum_reads(event: Any) -> dict[str, Any]:
+def as_mangum_reads(event: object) -> JSONObject:
     """The event as Mangum can read it, or the error (an OpenAI 400) that says why it cannot.
 
     Checked before any work: Mangum raises on some events, and a function error is a 502
@@ -119,7 +120,7 @@ def as_mangum_reads(event: Any) -> dict[str, Any]:
 SERVER_HEADERS = ("host", "x-forwarded-port")
 
 
-def event_shape(event: dict[str, Any]) -> str | None:
+def event_shape(event: JSONObject) -> str | None:
     """Which proxy event this is, as Mangum tells them apart (None: none it serves here)."""
     if "elb" in event["requestContext"]:
         return None  # an Application Load Balancer's: not a front this function is built for
@@ -130,7 +131,7 @@ def event_shape(event: dict[str, Any]) -> str | None:
     return None
 
 
-def _missing(event: dict[str, Any]) -> list[str]:
+def _missing(event: JSONObject) -> list[str]:
     """The fields Mangum reads of this kind of event (REST v1 and HTTP API v1: the method and
     path; HTTP API v2 and function URLs: requestContext.http's) that are absent or not of
     the type it reads them as."""
@@ -151,7 +152,7 @@ def _missing(event: dict[str, Any]) -> list[str]:
     return missing
 
 
-def _malformed(event: dict[str, Any]) -> list[str]:
+def _malformed(event: JSONObject) -> list[str]:
     """The fields Mangum reads as strings (or lists, or maps, of strings) that are not, or
     that hold a lone surrogate (no UTF-8 encodes it). The types are the payload formats'
     own (API Gateway's "Payload format structure": ``headers`` a map of strings, 1.0's
@@ -195,7 +196,7 @@ def _malformed(event: dict[str, Any]) -> list[str]:
     return found
 
 
-def _utf8(text: Any) -> bool:
+def _utf8(text: JSONValue) -> bool:
     """A string that UTF-8 encodes (no lone surrogate)."""
     if not isinstance(text, str):
         return False
@@ -208,18 +209,18 @@ def _utf8(text: Any) -> bool:
     return True
 
 
-def _strings_map(values: dict[Any, Any]) -> bool:
+def _strings_map(values: JSONObject) -> bool:
     return all(_utf8(k) and _utf8(v) for k, v in values.items())
 
 
-def _lists_map(values: dict[Any, Any]) -> bool:
+def _lists_map(values: JSONObject) -> bool:
     return all(
         _utf8(k) and isinstance(v, list) and all(_utf8(item) for item in v)
         for k, v in values.items()
     )
 
 
-def _decoded(body: Any) -> bytes:
+def _decoded(body: JSONValue) -> bytes:
     """A base64 body's bytes, decoded as Mangum would (non-strict), or a 400."""
     try:
         return base64.b64decode(body or b"")
@@ -230,7 +231,7 @@ def _decoded(body: Any) -> bytes:
         ) from None
 
 
-def _server_headers(event: dict[str, Any]) -> dict[str, Any]:
+def _server_headers(event: JSONObject) -> JSONObject:
     """`SERVER_HEADERS` as Mangum reads them: names lower-cased, a REST event's
     multiValueHeaders over its headers (joined)."""
     found = {}
@@ -247,7 +248,7 @@ def _server_headers(event: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def _unreadable_server_headers(headers: dict[str, Any]) -> set[str]:
+def _unreadable_server_headers(headers: JSONObject) -> set[str]:
     """The headers Mangum cannot parse into the scope's ``server`` pair, which the app never
     reads; a 400 for a ``Host`` that is no host and port (RFC 9112 section 3.2)."""
     unreadable = set()
@@ -272,7 +273,7 @@ def _unreadable_server_headers(headers: dict[str, Any]) -> set[str]:
 _HOST = re.compile(r"(?P<name>\[[0-9A-Fa-f:.]*\]|[^:\[\]]*)(?::(?P<port>[0-9]*))?")
 
 
-def _integer(text: Any) -> bool:
+def _integer(text: JSONValue) -> bool:
     """What Mangum's int() accepts."""
     try:
         int(text)
@@ -281,7 +282,7 @@ def _integer(text: Any) -> bool:
     return True
 
 
-def _drop(event: dict[str, Any], names: set[str]) -> None:
+def _drop(event: JSONObject, names: set[str]) -> None:
     """Leave the headers ``names`` (lower-case) out of ``event``, a shallow copy."""
     for field in ("headers", "multiValueHeaders"):
         headers = event.get(field)

@@ -1,11 +1,8 @@
 """The Lambda function around the one app: Powertools' logger and metrics, Mangum, SnapStart's
 hooks, X-Ray, and `LambdaFunction.handler`, which answers every event and never raises.
 
-The assembly (assembly.py) imports this module after the init has started the ONNX Runtime
-session, so that Powertools and Mangum import while the session builds; it makes one
-`LambdaFunction` first (its logger reports the init's failure), then hands it the app.
-Mangum runs with ``lifespan="off"``: it would otherwise enter the ASGI lifespan on every
-invocation.
+Made by the assembly (`assembly.assemble_lambda`) before the init's end, so that its logger
+reports a failed init; then `mount`-ed on the parts (docs/architecture.md, "The assembly").
 """
 
 from __future__ import annotations
@@ -13,24 +10,29 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from mangum import Mangum
+from mangum.types import LambdaContext as MangumContext
 
-from ..engine.config import MEMORY_SIZE_VARIABLE, Settings
 from ..engine.errors import InvalidInputError, SiglipError
-from ..engine.loading import InitPlan, ServiceInit
-from ..engine.service import EmbeddingService
-from ..http.errors import error_answer, unexpected_error
+from ..engine.json_value import JSONObject
+from ..http.errors import error_answer
 from ..http.observability import PowertoolsObserver
+from ..http.unexpected import unexpected_error
 from .events import as_mangum_reads, event_shape, proxy_response
+from .sizing import MEMORY_SIZE_VARIABLE
 from .snapstart import SnapStart, snap_start_init
+from .types import Handler, LambdaContext, LambdaEvent, ProxyResponse
 
-Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+if TYPE_CHECKING:
+    from aws_lambda_powertools import Tracer
+
+    from ..parts import Parts
 
 
 def tracing_enabled(environ: Mapping[str, str] = os.environ) -> bool:
@@ -45,7 +47,7 @@ def tracing_enabled(environ: Mapping[str, str] = os.environ) -> bool:
 
 class LambdaFunction:
     """One Lambda function: made with its logger and metrics when the init starts, then
-    `serve`-d the app; `handler` is the function's entry point."""
+    `mount`-ed on the assembly's parts; `handler` is the function's entry point."""
 
     def __init__(self, environ: Mapping[str, str] = os.environ) -> None:
         self.environ = environ
@@ -63,12 +65,12 @@ class LambdaFunction:
         # /health publishes no metric; Powertools would warn about that on every call.
         warnings.filterwarnings("ignore", message="No application metrics to publish")
         self.observer = PowertoolsObserver(self.metrics, self.logger)
-        #: Set by `serve`: the app, Mangum around it, SnapStart's hooks, the X-Ray tracer.
-        self.app: Any = None
-        self.settings: Settings | None = None
-        self.asgi_handler: Mangum | None = None
+        #: Set by `mount`: the parts, Mangum around the app, SnapStart's hooks, the tracer.
+        self.parts: Parts | None = None
+        self.asgi_handler: Handler | None = None
+        self._mangum: Mangum | None = None
         self.snapstart: SnapStart | None = None
-        self.tracer: Any = None
+        self.tracer: Tracer | None = None
         self._traced: Handler = self._invoke
         # log_event=False even if POWERTOOLS_LOGGER_LOG_EVENT is set: events carry query text.
         in_context = self.logger.inject_lambda_context(
@@ -86,21 +88,19 @@ class LambdaFunction:
         """Log the exception being handled: the init stopped, the function will not serve."""
         self.logger.exception("init failed: the function will not serve")
 
-    def warn_about_memory(self, init: ServiceInit) -> None:
-        """The memory check's warning (sizing.py), if any, with the figures it compares."""
-        manifest = init.manifest
-        if init.memory_warning and manifest is not None:
+    def mount(self, parts: Parts, *, memory_warning: str | None = None) -> None:
+        """Put the app behind Mangum, register SnapStart's hooks, trace if enabled; log the
+        model loaded, and the memory check's warning (aws/sizing.py) with its figures."""
+        service, settings = parts.service, parts.settings
+        if memory_warning:
+            need = parts.plan.manifest.memory
             self.logger.warning(
-                init.memory_warning,
+                memory_warning,
                 extra={
                     "function_memory_mb": self.environ.get(MEMORY_SIZE_VARIABLE),
-                    "recommended_mb": manifest.memory.recommended_mb if manifest.memory else None,
+                    "recommended_mb": need.recommended_mb if need else None,
                 },
             )
-
-    def serve(self, app: Any, settings: Settings, plan: InitPlan) -> None:
-        """Put the app behind Mangum, register SnapStart's hooks, trace if enabled."""
-        service: EmbeddingService = app.state.service
         self.logger.info(
             "model loaded",
             extra={
@@ -108,26 +108,22 @@ class LambdaFunction:
                 "revision": service.revision,
                 "dimension": service.dimension,
                 "fingerprint": service.fingerprint,
-                "intra_op_threads": settings.intra_op_threads(),
+                "intra_op_threads": service.intra_op_threads,
                 "init": service.init_timings.as_dict(),
                 "runtime": service.describe()["runtime"],
                 "auth_mode": settings.auth_mode,
             },
         )
-        self.app, self.settings = app, settings
+        self.parts = parts
         # A custom domain's API mapping leaves its base path in the event's path: Mangum
         # strips it.
-        self.asgi_handler = Mangum(
-            app, lifespan="off", api_gateway_base_path=settings.api_base_path or "/"
+        self._mangum = Mangum(
+            parts.app, lifespan="off", api_gateway_base_path=settings.api_base_path or "/"
         )
+        self.asgi_handler = self._through_mangum
         if self.snap_start:
             self.snapstart = SnapStart(
-                service=service,
-                plan=plan,
-                asgi_handler=self.asgi_handler,
-                authenticator=app.state.authenticator,
-                logger=self.logger,
-                metrics=self.metrics,
+                parts, asgi_handler=self.asgi_handler, logger=self.logger, metrics=self.metrics
             )
             self.snapstart.register()
         if tracing_enabled(self.environ):
@@ -139,7 +135,7 @@ class LambdaFunction:
                 capture_response=False, capture_error=False
             )(self._invoke)
 
-    def _handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def _handle(self, event: LambdaEvent, context: LambdaContext) -> ProxyResponse:
         """API Gateway (REST v1 or HTTP API v2) or function URL event -> the app, through
         Mangum. Never raises: an event Mangum cannot read is a 400 before any work
         (events.as_mangum_reads), anything unexpected an OpenAI 500 that says nothing of it."""
@@ -157,21 +153,28 @@ class LambdaFunction:
         except Exception as exc:
             return proxy_response(error_answer(unexpected_error(exc, self.logger)))
 
-    def _mangum_reads(self, event: dict[str, Any], context: Any) -> None:
+    def _mangum_reads(self, event: JSONObject, context: LambdaContext) -> None:
         """Mangum's own reading of the request (its ASGI scope: no body, no app), or a 400
         naming the event's shape: what the field checks of events.py missed never makes
         Mangum raise inside the handler (a 500)."""
-        if self.asgi_handler is None:
+        if self._mangum is None:
             return
         try:
-            _ = self.asgi_handler.infer(event, context).scope
+            _ = self._mangum.infer(dict(event), cast(MangumContext, context)).scope
         except Exception as exc:
             raise InvalidInputError(
                 f"the Lambda event ({event_shape(event)}) cannot be read as a request: "
                 f"{type(exc).__name__} reading its fields"
             ) from None
 
-    def _invoke(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def _invoke(self, event: LambdaEvent, context: LambdaContext) -> ProxyResponse:
         if self.asgi_handler is None:
-            raise RuntimeError("LambdaFunction.handler before serve()")
+            raise RuntimeError("LambdaFunction.handler before mount()")
         return self.asgi_handler(event, context)
+
+    def _through_mangum(self, event: LambdaEvent, context: LambdaContext) -> ProxyResponse:
+        """The event through Mangum and the app."""
+        assert self._mangum is not None
+        # Mangum's context Protocol also names the mobile SDK's fields, which it never reads;
+        # its answer is a plain dict in the proxy response's shape.
+        return cast("ProxyResponse", self._mangum(dict(event), cast(MangumContext, context)))

@@ -1,33 +1,7 @@
-"""Lambda SnapStart: the hooks that make one snapshot safe to restore on any host.
-
-With SnapStart (template.yaml ``SnapStart=PublishedVersions``) Lambda runs the init when a
-version is published, with ``AWS_LAMBDA_INITIALIZATION_TYPE=snap-start``, snapshots the
-initialized environment, and restores that snapshot for every later cold start. The Python
-base image's runtime client (awslambdaric) runs the callables registered with
-``snapshot_restore_py``: the before-snapshot ones once the init is done, the after-restore
-ones in each restored environment before its first request (Lambda Developer Guide,
-"Implement code before or after Lambda function snapshots"; docs/snapstart.md).
-
-A snapshot carries the process as it was, freed memory included (CPython does not clear it),
-so the process never holds an API key before the snapshot:
-
-- **the init** checks the key secret without reading its value (``DescribeSecret``:
-  the assembly passes ``read_now=False`` to `build_authenticator` under snap-start);
-- **before the snapshot** a real request runs through the whole app (Mangum, FastAPI, the
-  key check, the model, the response), so that the first restored request finds every code
-  path and lazy import already done. Under api-key it presents a random key made for it
-  (`ApiKeyAuthenticator.warm_up_key`), valid only while it runs. Then everything of the key
-  check is dropped: that key's digest, Powertools' cache and the connections to Secrets
-  Manager.
-- **after a restore** the keys are read, failing closed, within `KEY_READ_DEADLINE_SECONDS`
-  whatever Secrets Manager does, so that the hooks end well inside the 10 s Lambda gives
-  the runtime and the after-restore hooks (Lambda Developer Guide, "Lambda SnapStart runtime
-  hooks for Python"); the CPU's arithmetic is checked again on the restoring host (the int8
-  kernel's known answer, and the probe against the manifest's reference and against the
-  vector the snapshot host computed); the thread count is detected again; the restore is
-  logged and counted (a restore is a cold start for Powertools' ColdStart metric). Any
-  failure raises, so the runtime reports the restore as failed, and the function refuses
-  every request until a restore passes (`refusal`), in case a runtime would serve anyway.
+"""Lambda SnapStart's hooks, which make one snapshot safe to restore on any host: before the
+snapshot the request path is warmed and no key is held; after a restore the keys are read
+again, this host's arithmetic is checked and its threads detected, or every request is
+refused. docs/snapstart.md says why each step is there.
 """
 
 from __future__ import annotations
@@ -36,23 +10,26 @@ import gc
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..engine import cpu
-from ..engine.config import load_settings
 from ..engine.errors import ModelLoadError
-from ..engine.loading import InitPlan, build_encoder, check_arithmetic, session_config
+from ..engine.loading import build_encoder, check_arithmetic
 from ..engine.self_check import MARGIN, cosine_to_reference
 from ..engine.service import PROBE_TEXT, EmbeddingService
 from ..http.errors import error_answer
 from .events import proxy_response, rest_proxy_event
+from .sizing import lambda_cpus
+from .types import Handler, ProxyResponse, RestApiEvent
 
 if TYPE_CHECKING:
-    from ..http.auth import ApiKeyAuthenticator
+    from aws_lambda_powertools import Logger, Metrics
+
+    from ..parts import Parts
 
 #: Set by Lambda for the init of a SnapStart version (snap-start), else on-demand or
 #: provisioned-concurrency.
@@ -77,20 +54,19 @@ class SnapStart:
     """The before-snapshot and after-restore hooks of one initialized function."""
 
     def __init__(
-        self,
-        *,
-        service: EmbeddingService,
-        plan: InitPlan,
-        asgi_handler: Callable[[dict[str, Any], Any], dict[str, Any]],
-        authenticator: ApiKeyAuthenticator | None,
-        logger: Any,
-        metrics: Any,
+        self, parts: Parts, *, asgi_handler: Handler, logger: Logger, metrics: Metrics
     ) -> None:
-        self.service = service
+        self.service = parts.service
         #: What the init built the service from: the session is rebuilt from it.
-        self.plan = plan
+        self.plan = parts.plan
+        #: The function's settings: the thread count is detected again from them.
+        self.settings = parts.settings
         self.asgi_handler = asgi_handler
-        self.authenticator = authenticator
+        from ..http.auth import ApiKeyAuthenticator
+
+        # A function's keys come from the secret (assembly.require_auth_mode refuses a file).
+        assert parts.authenticator is None or isinstance(parts.authenticator, ApiKeyAuthenticator)
+        self.authenticator = parts.authenticator
         self.logger = logger
         self.metrics = metrics
         #: Why requests are refused now (None: serving).
@@ -178,7 +154,7 @@ class SnapStart:
     def redetect_threads(self) -> int:
         """The thread count for this host; a session built for another count is rebuilt, as
         the init built it (loading.build_encoder)."""
-        session = session_config(load_settings(), self.plan.manifest)
+        session = self.settings.session_config(cpus=lambda_cpus)
         threads = session.intra_op_threads
         snapshot_threads = self.service.encoder.intra_op_threads
         if threads != snapshot_threads:
@@ -209,7 +185,7 @@ class SnapStart:
 
     # --- while refusing ----------------------------------------------------------------
 
-    def refused(self) -> dict[str, Any]:
+    def refused(self) -> ProxyResponse:
         """The proxy response for any request while `refusal` holds: a 500 in OpenAI's
         shape, whose body never says why (the log does)."""
         self.logger.error("request refused", extra={"reason": self.refusal})
@@ -226,7 +202,7 @@ def probe_vector(service: EmbeddingService) -> np.ndarray:
     return uncached(service).probe().copy()
 
 
-def warm_up_event(headers: dict[str, str], body: str) -> dict[str, Any]:
+def warm_up_event(headers: dict[str, str], body: str) -> RestApiEvent:
     """An API Gateway REST (v1) proxy event for POST /v1/embeddings."""
     return rest_proxy_event(
         "POST",
@@ -238,10 +214,17 @@ def warm_up_event(headers: dict[str, str], body: str) -> dict[str, Any]:
     )
 
 
-def warm_up_context() -> Any:
-    """What Mangum reads of Lambda's context object."""
-    return SimpleNamespace(
-        function_name="snapstart-warm-up",
-        aws_request_id="snapstart-warm-up",
-        get_remaining_time_in_millis=lambda: 30_000,
-    )
+@dataclass
+class WarmUpContext:
+    """What Mangum and the app read of Lambda's context object (types.LambdaContext)."""
+
+    function_name: str = "snapstart-warm-up"
+    aws_request_id: str = "snapstart-warm-up"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def warm_up_context() -> WarmUpContext:
+    """The context of the warm-up request."""
+    return WarmUpContext()

@@ -15,7 +15,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 from pydantic import (
     AliasChoices,
@@ -31,6 +31,7 @@ from pydantic import (
 
 from .contract import REVISION_PATTERN, Contract, Digest
 from .errors import ModelLoadError
+from .json_value import JSONObject
 
 MANIFEST_FILE = "manifest.json"
 ONNX_FILE = "text_model.onnx"
@@ -205,10 +206,10 @@ class Quantization(_Record):
     token_embedding: TokenEmbedding | None = None
 
     @model_serializer(mode="wrap")
-    def _written_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _written_nulls(self, handler: SerializerFunctionWrapHandler) -> JSONObject:
         """Export writes these two as null rather than leaving them out (a bundle that
         recorded them reads them back as written)."""
-        data: dict[str, Any] = handler(self)
+        data: JSONObject = handler(self)
         if self.weight_form is None:  # an earlier version's record: as it was read
             return data
         nulls = ("largest_pair_of_products", "token_embedding")
@@ -321,7 +322,7 @@ class Manifest(BaseModel):
         return value.lower()
 
     @property
-    def extras(self) -> dict[str, Any]:
+    def extras(self) -> JSONObject:
         """Fields this model does not know (another producer's, kept as they are)."""
         return dict(self.model_extra or {})
 

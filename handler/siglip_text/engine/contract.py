@@ -2,7 +2,7 @@
 an index (docs/contract.md), the document whose canonical JSON the contract fingerprint is
 the SHA-256 of (engine/fingerprint.py), and the rules every SigLIP 2 text vector follows,
 written here only (`Contract.siglip2`). The bundle's manifest records one
-(engine/bundle.py); the checkpoint side (tools/fingerprint.py) builds one from a checkpoint.
+(engine/bundle.py); tools/checkpoint_fingerprint.py builds one from a checkpoint.
 """
 
 from __future__ import annotations

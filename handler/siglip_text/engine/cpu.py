@@ -5,11 +5,14 @@ AVX-512 without VNNI) the uint8 x int8 kernel multiplies with ``vpmaddubsw``, wh
 saturates each sum of two products at 32,767: an int8 bundle whose weights reach past
 -64..64 then gets wrong vectors with no error (docs/cpus.md). `int8_kernel_product` runs
 a known-answer ``MatMulInteger`` (kernels/matmul_integer_check.onnx, made by
-scripts/make_kernel_check.py) to find out; `cpu_description` names the CPU in init errors.
+scripts/make_kernel_check.py) to find out; `cpu_description` names the CPU in init errors;
+`usable_cpus` counts the CPUs this process may use (affinity, cgroup quota).
 """
 
 from __future__ import annotations
 
+import math
+import os
 from functools import cache
 from pathlib import Path
 
@@ -76,3 +79,45 @@ def _read_cpuinfo() -> str:
         return Path("/proc/cpuinfo").read_text(errors="replace")
     except OSError:
         return ""
+
+
+def usable_cpus(*, affinity: int | None = None, cgroup_root: Path | None = None) -> int:
+    """CPUs this process may actually use: its affinity, bounded by the cgroup's quota.
+
+    ``os.cpu_count()`` reports the host's cores, which in containers is more than the share
+    paid for; oversubscribed ORT threads then fight for it. A platform that bounds the share
+    further (aws/sizing.py) bounds this count. ``affinity`` and
+    ``cgroup_root`` stand for this process's (tests).
+    """
+    count = _affinity_cpus() if affinity is None else affinity
+    quota = _cgroup_cpu_quota() if cgroup_root is None else _cgroup_cpu_quota(cgroup_root)
+    if quota is not None:
+        count = min(count, quota)
+    return max(1, count)
+
+
+def _affinity_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """Whole CPUs allowed by the cgroup (v2 ``cpu.max`` or v1 CFS quota), rounded up."""
+    try:
+        text = (root / "cpu.max").read_text().split()
+        if len(text) == 2 and text[0] != "max":
+            return max(1, math.ceil(int(text[0]) / int(text[1])))
+        if text:
+            return None
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        if quota > 0 and period > 0:
+            return max(1, math.ceil(quota / period))
+    except (OSError, ValueError):
+        pass
+    return None

@@ -23,12 +23,14 @@ _INT_TYPES: dict[str, type[np.integer]] = {"tensor(int64)": np.int64, "tensor(in
 
 @dataclass(frozen=True)
 class SessionConfig:
-    """How to build the ORT session (threads are set explicitly: see config.available_cpus)."""
+    """How to build the ORT session (threads are set explicitly: see cpu.usable_cpus)."""
 
     intra_op_threads: int
     allow_spinning: bool = False
     max_batch_size: int = 32
-    graph_optimization: str = "all"  # disable | basic | extended | all
+    #: disable | basic | extended | all; or auto: the bundle's manifest decides
+    #: (loading.graph_optimization_level, when the session is built)
+    graph_optimization: str = "all"
 
 
 OPTIMIZATION_LEVELS = {

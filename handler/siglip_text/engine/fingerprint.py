@@ -1,24 +1,7 @@
-"""The contract fingerprint, and init's check of a bundle against the contract.
-
-A text vector is only useful beside the image vectors of the index it searches. The
-fingerprint names everything that makes it compatible (`bundle.Contract`: repository and
-revision, the tokenizer as served, lowercasing, BOS/EOS, padding and length, the attention
-mask, pooling, head, normalization, dimension, the checkpoint's weights) in one string,
-``sha256:`` + 64 hex: the SHA-256 of the contract document's canonical JSON
-(`canonical_json`, RFC 8785's JSON Canonicalization Scheme). The index side computes it
-from the checkpoint (tools/fingerprint.py, no ONNX, no torch); export records it in the
-manifest; init recomputes it from what the bundle serves (`check_contract`), refuses a
-bundle whose record it does not match, and `GET /health` reports it. docs/contract.md
-defines each field and the serialization, for an implementation in another language.
-
-What init checks, whether export made the bundle or not (a bundle in the seed's four-field
-format is checked, not trusted): the tokenizer lowercases as declared (or at all, when
-nothing is declared), by its behaviour on probe texts (`detect_lowercase`); ``<pad>`` is 0
-and ``<eos>`` is 1; special-token strings typed in a text stay text; the BPE model has no
-dropout. BOS, padding, truncation and the attention mask are the server's own rules
-(tokenization.py, encoder.py), whatever ``tokenizer.json`` says, so they are enforced. What
-init cannot recompute from a bundle export made (the checkpoint's weights; the tokenizer
-before export pruned it) it takes from the record, tied to the files by their sha256.
+"""The contract fingerprint (``sha256:`` + 64 hex: the SHA-256 of the contract document's
+canonical JSON, RFC 8785), and init's check of what a bundle serves against what its
+manifest records (`check_contract`). docs/contract.md defines each field and the
+serialization; tools/checkpoint_fingerprint.py computes the same from a checkpoint.
 """
 
 from __future__ import annotations
@@ -30,11 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import chain
 from operator import itemgetter, methodcaller
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from .bundle import BundlePaths, Manifest, sha256_file
 from .contract import Contract, WeightsOf
 from .errors import ModelLoadError
+from .json_value import JSONObject, JSONValue
 from .tokenization import EOS_TOKEN, PAD_TOKEN, SiglipTokenizer
 
 #: The contract's ids (docs/contract.md section 1): every SigLIP 2 checkpoint has them.
@@ -53,7 +37,7 @@ SIGMA_PROBES = (("ΟΔΟΣ", "οδος"), ("ΣΑ", "σα"))
 
 #: Defaults of a BPE model's fields (`tokenizers`), filled in so that a file that leaves
 #: one out and a file that writes it have the same form.
-BPE_DEFAULTS: dict[str, Any] = {
+BPE_DEFAULTS: JSONObject = {
     "dropout": None,
     "unk_token": None,
     "continuing_subword_prefix": None,
@@ -68,7 +52,7 @@ ADDED_TOKEN_FIELDS = ("id", "content", "single_word", "lstrip", "rstrip", "norma
 # --- the serialization -------------------------------------------------------------------
 
 
-def canonical_json(value: Any) -> bytes:
+def canonical_json(value: JSONValue) -> bytes:
     """RFC 8785 (JSON Canonicalization Scheme) for JSON values: object keys sorted by their
     UTF-16 code units, no whitespace, strings with only the escapes JSON requires (``\\"``,
     ``\\\\``, ``\\b \\f \\n \\r \\t``, other controls as ``\\u00xx``), numbers as ECMAScript
@@ -76,7 +60,7 @@ def canonical_json(value: Any) -> bytes:
     return _canonical(value).encode("utf-8")
 
 
-def _canonical(value: Any) -> str:
+def _canonical(value: JSONValue) -> str:
     if value is None:
         return "null"
     if value is True:
@@ -106,7 +90,7 @@ class _Rows(list[tuple[str, int] | list[str]]):
     integers (`_vocab_rows`, `_merge_rows`)."""
 
 
-def _utf16(key: Any) -> bytes:
+def _utf16(key: JSONValue) -> bytes:
     if not isinstance(key, str):
         raise TypeError(f"object keys must be strings, not {type(key).__name__}")
     return key.encode("utf-16-be")
@@ -168,9 +152,9 @@ def sha256_digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def contract_document(contract: Contract) -> dict[str, Any]:
+def contract_document(contract: Contract) -> JSONObject:
     """The document the fingerprint is taken over: the contract's fields, as JSON values."""
-    document: dict[str, Any] = contract.model_dump(mode="json")
+    document: JSONObject = contract.model_dump(mode="json")
     return document
 
 
@@ -182,7 +166,7 @@ def fingerprint(contract: Contract) -> str:
 # --- the tokenizer's form ----------------------------------------------------------------
 
 
-def tokenizer_form(data: Mapping[str, Any]) -> dict[str, Any]:
+def tokenizer_form(data: Mapping[str, JSONValue]) -> JSONObject:
     """What of a ``tokenizer.json`` decides the ids of a text, in a form that no formatting,
     key order or equivalent spelling changes: the normalizer and the pre-tokenizer (nested
     ``Sequence`` steps flattened; a sequence of one step is that step, of none is null), the
@@ -202,19 +186,19 @@ def tokenizer_form(data: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def tokenizer_digest(data: Mapping[str, Any]) -> str:
+def tokenizer_digest(data: Mapping[str, JSONValue]) -> str:
     """``sha256:`` + hex SHA-256 of `tokenizer_form`'s canonical JSON."""
     return sha256_digest(canonical_json(tokenizer_form(data)))
 
 
-def _added_token(token: Mapping[str, Any]) -> dict[str, Any]:
+def _added_token(token: Mapping[str, JSONValue]) -> JSONObject:
     special = bool(token.get("special", False))
     defaults = {"single_word": False, "lstrip": False, "rstrip": False, "special": special}
     defaults["normalized"] = not special
     return {name: token.get(name, defaults.get(name)) for name in ADDED_TOKEN_FIELDS}
 
 
-def _model_form(model: Mapping[str, Any]) -> dict[str, Any]:
+def _model_form(model: Mapping[str, JSONValue]) -> JSONObject:
     form = dict(model)
     if form.get("type") == "BPE":
         form = {**BPE_DEFAULTS, **form}
@@ -225,14 +209,14 @@ def _model_form(model: Mapping[str, Any]) -> dict[str, Any]:
     return form
 
 
-def _vocab_rows(vocab: Mapping[str, Any]) -> list[Any]:
+def _vocab_rows(vocab: Mapping[str, JSONValue]) -> list[JSONValue]:
     """``[token, id]`` pairs by id (the checks run at C speed: Gemma has 256,000 entries)."""
     if not set(map(type, vocab.values())) <= {int} or not set(map(type, vocab)) <= {str}:
         raise ValueError("tokenizer.json: the vocabulary maps strings to integer ids")
     return _Rows(sorted(vocab.items(), key=itemgetter(1)))
 
 
-def _merge_rows(merges: Sequence[Any]) -> list[Any]:
+def _merge_rows(merges: Sequence[JSONValue]) -> list[JSONValue]:
     """Merges as ``[left, right]`` pairs in rank order, whichever way the file writes them
     (``"left right"`` strings or pairs)."""
     kinds = set(map(type, merges))
@@ -247,7 +231,7 @@ def _merge_rows(merges: Sequence[Any]) -> list[Any]:
     return _Rows(rows)
 
 
-def _steps(node: Any, key: str) -> Any:
+def _steps(node: JSONValue, key: str) -> JSONValue:
     """A normalizer or pre-tokenizer with its ``Sequence`` steps flattened."""
     steps = _flatten(node, key)
     if not steps:
@@ -257,7 +241,7 @@ def _steps(node: Any, key: str) -> Any:
     return {"type": "Sequence", key: steps}
 
 
-def _flatten(node: Any, key: str) -> list[Any]:
+def _flatten(node: JSONValue, key: str) -> list[JSONValue]:
     if node is None:
         return []
     if isinstance(node, Mapping) and node.get("type") == "Sequence":
@@ -370,7 +354,17 @@ def served_contract(manifest: Manifest, paths: BundlePaths, tokenizer: SiglipTok
 
 def check_contract(manifest: Manifest, paths: BundlePaths, tokenizer: SiglipTokenizer) -> str:
     """Init's contract check: the fingerprint of what the bundle serves, after refusing a
-    bundle whose manifest records another contract or an edited fingerprint."""
+    bundle whose manifest records another contract or an edited fingerprint.
+
+    What init checks, whether export made the bundle or not (a bundle in the seed's four-field
+    format is checked, not trusted): the tokenizer lowercases as declared (or at all, when
+    nothing is declared), by its behaviour on probe texts (`detect_lowercase`); ``<pad>`` is 0
+    and ``<eos>`` is 1; special-token strings typed in a text stay text; the BPE model has no
+    dropout. BOS, padding, truncation and the attention mask are the server's own rules
+    (tokenization.py, encoder.py), whatever ``tokenizer.json`` says, so they are enforced. What
+    init cannot recompute from a bundle export made (the checkpoint's weights; the tokenizer
+    before export pruned it) it takes from the record, tied to the files by their sha256.
+    """
     served = served_contract(manifest, paths, tokenizer)
     found = fingerprint(served)
     record, recorded = manifest.contract, manifest.fingerprint
@@ -397,7 +391,7 @@ def check_contract(manifest: Manifest, paths: BundlePaths, tokenizer: SiglipToke
     return found
 
 
-def _differences(recorded: Mapping[str, Any], served: Mapping[str, Any]) -> str:
+def _differences(recorded: Mapping[str, JSONValue], served: Mapping[str, JSONValue]) -> str:
     names = sorted(set(recorded) | set(served))
     return "; ".join(
         f"{name}: recorded {recorded.get(name)!r}, served {served.get(name)!r}"
@@ -421,7 +415,7 @@ def _check_recorded_file(manifest: Manifest, path: Path) -> None:
 
 def read_json_object(
     path: Path, error: Callable[[str], Exception], *, what: str = ""
-) -> dict[str, Any]:
+) -> JSONObject:
     """A JSON file that must hold an object, for the bundle's check and the checkpoint's
     tool alike; each failure is ``error`` of a message naming ``what`` and the path."""
     where = f"{what} {path}" if what else str(path)

@@ -1,24 +1,8 @@
 """The init phase: validate every artifact, build the service, run a real inference probe.
 
-One `ServiceInit` is one init and the one place that holds its outcome. Its stages, in order:
-
-1. **plan** (`InitPlan.from_settings`): the settings, the manifest, the function's memory;
-2. **files** (`check_files`): every file the manifest records, present and whole;
-3. **session** (`start_session`): the ONNX Runtime session starts building in a worker
-   thread; its `Future` is the one piece of work that overlaps with what the caller does
-   next (the Lambda entry point imports the web stack meanwhile);
-4. **tokenizer** (`load_tokenizer`), then **wait** for the session (`wait_for_session`);
-5. **service** (`EmbeddingService`), then **this CPU's arithmetic** (`check_arithmetic`:
-   the int8 kernel's known answer, the probe, the probe against the manifest's reference);
-6. **contract** (`fingerprint.check_contract`): what the bundle serves against what its
-   manifest records.
-
-`ServiceInit.start` runs stages 1 to 3 and returns at once; `service()` runs the rest and
-returns the service or raises what stopped the init (ModelLoadError naming the cause,
-ConfigError for the settings), so a bad bundle never serves a request. `load_service` is
-both in one call (the tools); `ServiceInit.start_bundle` starts from a manifest already in
-memory (export checks the bundle it is writing this way). SnapStart's after-restore checks
-run `build_encoder` and `check_arithmetic` again, on the restoring host.
+One `ServiceInit` is one init of one `InitPlan` (plain values: the settings module and the
+assembly make it) and the one place that holds its outcome; its stages are named functions,
+in order. docs/architecture.md, "The init's stages", walks them.
 """
 
 from __future__ import annotations
@@ -33,12 +17,10 @@ from typing import ParamSpec, TypeVar
 import numpy as np
 
 from .bundle import BundlePaths, Manifest, check_file, load_manifest
-from .config import Settings, processes_per_environment
 from .encoder import OnnxEncoder, SessionConfig
 from .fingerprint import check_contract
 from .self_check import check_int8_kernel, check_reference
 from .service import PROBE_TEXT, EmbeddingService, InitTimings
-from .sizing import check_function_memory
 from .tokenization import SiglipTokenizer
 
 _P = ParamSpec("_P")
@@ -52,16 +34,6 @@ def graph_optimization_level(setting: str, manifest: Manifest) -> str:
     return "disable" if manifest.optimized_offline else "all"
 
 
-def session_config(settings: Settings, manifest: Manifest) -> SessionConfig:
-    """The ONNX Runtime session the settings ask for, for this bundle."""
-    return SessionConfig(
-        intra_op_threads=settings.intra_op_threads(),
-        allow_spinning=settings.ort_allow_spinning,
-        max_batch_size=settings.max_text_batch_size,
-        graph_optimization=graph_optimization_level(settings.ort_graph_optimization, manifest),
-    )
-
-
 @dataclass(frozen=True)
 class InitPlan:
     """What one init builds: the bundle, its session, the service's cache, and whether this
@@ -70,33 +42,36 @@ class InitPlan:
     manifest: Manifest
     paths: BundlePaths
     session: SessionConfig
-    output_name: str = Settings.model_fields["onnx_output_name"].default
+    output_name: str = "text_embeds"
     cache_size: int = 0
     cache_max_bytes: int = 0
     self_check: bool = True
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> InitPlan:
-        """The plan the settings ask for; the manifest read (ModelLoadError if it is bad)."""
-        paths = settings.artifact_paths()
+    def read(
+        cls,
+        paths: BundlePaths,
+        session: SessionConfig,
+        *,
+        output_name: str,
+        cache_size: int,
+        cache_max_bytes: int,
+    ) -> InitPlan:
+        """The plan for the bundle at ``paths``: its manifest read (ModelLoadError if it is
+        bad)."""
         manifest = load_manifest(paths.manifest)
         return cls(
             manifest,
             paths,
-            session_config(settings, manifest),
-            output_name=settings.onnx_output_name,
-            cache_size=settings.cache_size,
-            cache_max_bytes=settings.cache_max_bytes,
+            session,
+            output_name=output_name,
+            cache_size=cache_size,
+            cache_max_bytes=cache_max_bytes,
         )
 
     def with_session(self, session: SessionConfig) -> InitPlan:
         """The same plan for another session (SnapStart: a host with another allowance)."""
         return dataclasses.replace(self, session=session)
-
-
-def load_service(settings: Settings) -> EmbeddingService:
-    """The init as serve and the tools run it: `ServiceInit.start`, then its service."""
-    return ServiceInit.start(settings).service()
 
 
 def check_files(plan: InitPlan) -> None:
@@ -112,12 +87,13 @@ def check_files(plan: InitPlan) -> None:
 
 def build_encoder(plan: InitPlan) -> OnnxEncoder:
     """The ONNX Runtime session, its graph checked against the manifest."""
+    level = graph_optimization_level(plan.session.graph_optimization, plan.manifest)
     return OnnxEncoder(
         plan.paths.onnx,
         output_name=plan.output_name,
         dimension=plan.manifest.embedding_dimension,
         max_length=plan.manifest.text_max_token_length,
-        config=plan.session,
+        config=dataclasses.replace(plan.session, graph_optimization=level),
     )
 
 
@@ -165,19 +141,14 @@ class ServiceInit:
     """One init: started by `start` (or `start_bundle`), finished by `service()`, which
     returns the service or raises what stopped the init, the same on every call.
 
-    Nothing is raised before `service()`: the Lambda entry point starts the init before it
-    imports the web stack and raises its error once its logger exists.
+    Nothing is raised before `service()`: the Lambda function's assembly starts the init
+    before it imports the web stack and raises its error once its logger exists.
     """
 
     def __init__(self, plan: InitPlan | None = None, *, began: float | None = None) -> None:
         """An init of `plan` whose session is not started; `start` and `start_bundle` make
         started ones."""
         self.plan = plan
-        #: The settings the init was started from (None when it started from a manifest, or
-        #: when reading them failed).
-        self.settings: Settings | None = None
-        #: sizing.check_function_memory's warning, for the Lambda entry point to log.
-        self.memory_warning: str | None = None
         self.timings = InitTimings()
         self._began = time.perf_counter() if began is None else began
         self._session: Future[OnnxEncoder] | None = None
@@ -185,27 +156,17 @@ class ServiceInit:
         self._service: EmbeddingService | None = None
 
     @classmethod
-    def start(cls, settings: Settings | Callable[[], Settings]) -> ServiceInit:
-        """Stages 1 to 3 from the settings, or from the function that reads them (the Lambda
-        entry point passes `config.get_settings`, so that invalid settings are held like any
-        other init error). In Lambda the function's memory is checked before the model is
-        loaded (sizing.py)."""
-        began = time.perf_counter()
-        try:
-            if not isinstance(settings, Settings):
-                settings = settings()
-            plan = InitPlan.from_settings(settings)
-            memory_warning = check_function_memory(
-                plan.manifest, processes=processes_per_environment() or 1
-            )
-        except Exception as exc:
-            failed = cls()
-            failed._error = exc
-            return failed
-        init = cls(plan, began=began)
-        init.settings = settings
-        init.memory_warning = memory_warning
-        return init._started()
+    def start(cls, plan: InitPlan, *, began: float | None = None) -> ServiceInit:
+        """Stages 2 and 3 of a plan (stage 1, the plan, is the caller's: it read the
+        manifest, which ``began`` may time from)."""
+        return cls(plan, began=began)._started()
+
+    @classmethod
+    def failed(cls, error: Exception) -> ServiceInit:
+        """An init that stopped before its plan was made: `service()` raises ``error``."""
+        init = cls()
+        init._error = error
+        return init
 
     @classmethod
     def start_bundle(
@@ -227,8 +188,8 @@ class ServiceInit:
 
     @property
     def error(self) -> Exception | None:
-        """What stopped the init so far, without waiting for the session: the settings, the
-        manifest, the memory check or a file (None while it goes on or once it served)."""
+        """What stopped the init so far, without waiting for the session: its plan or a file
+        (None while it goes on or once it served)."""
         return self._error
 
     def service(self) -> EmbeddingService:

@@ -16,13 +16,12 @@ dot product of the probe's own vector.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from .bundle import Manifest
 from .cpu import KERNEL_CHECK_EXACT, cpu_description, int8_kernel_product
 from .errors import ModelLoadError
+from .json_value import JSONObject
 
 #: export records ``min_cosine`` as the exporting CPU's cosine less this margin: far above
 #: the float noise between exact kernels, far below what a saturating kernel does to a
@@ -55,7 +54,7 @@ def cosine_to_reference(vector: np.ndarray, reference: np.ndarray) -> float:
     return float(np.dot(vector.astype(np.float64), reference) / norm) if norm else 0.0
 
 
-def expected_probe(manifest: Manifest, text: str) -> dict[str, Any]:
+def expected_probe(manifest: Manifest, text: str) -> JSONObject:
     """What a check from outside holds this bundle's vector of ``text`` to, as init does: the
     reference export recorded for that text and its bound (both None when none is recorded).
     The pre-traffic hook reads it from ``GET /health?probe=true``."""

@@ -15,14 +15,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .bundle import Manifest
-from .config import CACHE_MAX_BYTES
 from .encoder import OnnxEncoder
 from .errors import InputTooLongError, ModelLoadError, SiglipError
+from .json_value import JSONObject
 from .tokenization import COUNT_CHARS, SiglipTokenizer, Token, TokenBatch
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ class EmbeddingService:
         encoder: OnnxEncoder,
         *,
         cache_size: int = 0,
-        cache_max_bytes: int = CACHE_MAX_BYTES,
+        cache_max_bytes: int = 0,
         init_timings: InitTimings | None = None,
     ) -> None:
         self.manifest = manifest
@@ -304,7 +304,7 @@ class EmbeddingService:
             return None
         return {"size": self._cache.size, "hits": self._cache.hits, "misses": self._cache.misses}
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """The model and the runtime, as the init log reports them."""
         import platform
 

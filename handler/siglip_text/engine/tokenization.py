@@ -1,26 +1,10 @@
 """Fixed-length SigLIP 2 tokenization: text or token-id inputs -> an ``[n, L]`` id matrix.
 
-The contract (docs/contract.md): normalization exactly as the artifact's ``tokenizer.json``
-normalizer says (the export step writes the lowercasing there), no BOS, content truncated to
-``L - 1`` tokens and then ``<eos>`` appended (sticky EOS), right-padded with ``<pad>`` to
-exactly ``L``. Padding, truncation and post-processing stored in ``tokenizer.json`` are
-ignored: this module applies them itself, so the result does not depend on them.
-
-Two rules follow the training pipeline (big_vision's SentencePiece tokenizer, which never
-produces control symbols from raw text and embeds any string):
-
-- special-token strings in a text are text: ``"<eos>"`` typed by a user is tokenized as the
-  characters ``<``, ``eos``, ``>``, never as the control id (``tokenizers`` matches special
-  tokens in the text unless ``encode_special_tokens`` is on; it is not stored in
-  ``tokenizer.json``, so it is set here, on every load);
-- the empty string is a text like any other: ``<eos>`` then pads.
-
-Token-id inputs are taken as given.
-
-Each row records whether its input was cut (`TokenBatch.truncated`): a request may ask for
-a refusal instead (``truncate: false``), and the truncated inputs are counted. `tokens`
-gives what the model is fed as token objects (``POST /tokenize``): id, the piece of the
-input it comes from (character offsets), and whether it is a special token.
+The contract's rules, applied here whatever ``tokenizer.json`` stores (docs/contract.md,
+section 1): its normalizer, no BOS, sticky EOS, right-padded to exactly ``L``; special-token
+strings typed in a text are text; the empty string is ``<eos>`` then pads; token-id inputs
+are taken as given. Each row records whether its input was cut (`TokenBatch.truncated`), and
+`tokens` gives what the model is fed as token objects (``POST /tokenize``).
 """
 
 from __future__ import annotations

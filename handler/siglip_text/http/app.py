@@ -1,20 +1,8 @@
-"""The HTTP surface: the routes, their error handlers, and ``create_app(service)``.
+"""The HTTP surface: the routes (module level, one table), their error handlers (the only
+ones), and ``create_app(service, settings)``, with `front.Front` before the routes.
 
-This is the only module that imports FastAPI. The routes are module-level functions in one
-table, `ROUTES`; what they serve (the service, the settings, the observer) is set once per app
-in ``app.state.served``. Every error body has OpenAI's shape and is written by `errors`, whose
-`ERRORS` is the one place where an error kind becomes an HTTP status and an OpenAI type; the
-handlers below are the only ones, so FastAPI's own 422 never reaches a client.
-
-In front of the routes stands `front.Front`, for Lambda and `serve` alike: it checks the key
-(everything under ``/v1``, and any request with a body, whatever its route), refuses a body
-on a route that takes none before reading it, admits a request before its body is read,
-reads that body once, bounded, and turns any unexpected exception into an OpenAI-shaped 500.
-So a route gets each request authenticated, bounded and admitted, exactly once.
-
-The endpoints' work lives beside them, FastAPI-free: `embeddings` (parse, the field rule,
-validate, fit, embed) and `tokenize`; each runs in the running slot the front admitted its
-request to.
+The only module that imports FastAPI; what an app's routes serve is one object,
+``app.state.served``. docs/architecture.md walks a request through it.
 """
 
 from __future__ import annotations
@@ -32,15 +20,18 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..engine.config import Settings
 from ..engine.errors import InvalidInputError, SiglipError
+from ..engine.json_value import JSONObject
 from ..engine.limits import Deadline
 from ..engine.self_check import expected_probe
 from ..engine.service import PROBE_TEXT, EmbeddingService
+from ..settings import Settings
 from .admission import Admission
+from .asgi import Scope
 from .embeddings import embed_body
-from .errors import API_PREFIX, error_answer, method_not_allowed, route_not_found, short
+from .errors import error_answer, short
 from .front import Front
+from .gate import API_PREFIX, method_not_allowed, route_not_found
 from .inputs_bound import InputsBound, derive_inputs_bound
 from .schemas import (
     ErrorResponse,
@@ -109,7 +100,7 @@ def served(request: Request) -> Served:
 # --- the routes ------------------------------------------------------------------------------
 
 
-async def health(request: Request, probe: bool = False) -> dict[str, Any]:
+async def health(request: Request, probe: bool = False) -> JSONObject:
     """Open to anyone (probes): the model's identity, and ``max_inputs_per_request``, the
     most inputs a request may hold (a client's batch size). Versions, threads and init
     timings are in the init log; cache counters in the metrics (CacheHits). ``?probe=true``
@@ -117,7 +108,7 @@ async def health(request: Request, probe: bool = False) -> dict[str, Any]:
     answer to: the init's probe text, and the reference export recorded for it with its
     bound."""
     service = served(request).service
-    body: dict[str, Any] = {
+    body: JSONObject = {
         "status": "ok",
         "model": service.model_id,
         "revision": service.revision,
@@ -130,7 +121,7 @@ async def health(request: Request, probe: bool = False) -> dict[str, Any]:
     return body
 
 
-async def list_models(request: Request) -> dict[str, Any]:
+async def list_models(request: Request) -> JSONObject:
     context = served(request)
     service = context.service
     return {
@@ -200,8 +191,9 @@ class Route:
 
     method: str
     path: str
-    endpoint: Callable[..., Awaitable[Any]]
+    endpoint: Callable[..., Awaitable[JSONObject | Response]]
     takes_body: bool = False
+    # Any: the keywords of FastAPI's add_api_route, each of its own type
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -324,6 +316,7 @@ async def _on_validation_error(request: Request, exc: Exception) -> Response:
 
 
 EXCEPTION_HANDLERS: dict[
+    # Any: Starlette's own type for an exception handler's arguments and coroutine
     int | type[Exception], Callable[[Request, Any], Coroutine[Any, Any, Response]]
 ] = {
     SiglipError: _on_siglip_error,
@@ -345,6 +338,7 @@ def create_app(
     frontend_response_limit: int | None = None,
     json_only: bool = False,
     allowed_hosts: frozenset[str] | None = None,
+    front: Front | None = None,
 ) -> FastAPI:
     """The app around a loaded service, its `front.Front` in front of the routes.
 
@@ -354,7 +348,9 @@ def create_app(
     turns it off: there the thread hop is a cost with nothing to gain (docs/performance.md).
     ``frontend_response_limit`` is the response size the platform in front allows (Lambda's
     6 MB), used when ``SIGLIP_MAX_RESPONSE_BYTES`` is unset; None: no limit (`serve`).
-    ``json_only`` and ``allowed_hosts`` are the front's checks for `serve` (see front.py).
+    ``json_only`` and ``allowed_hosts`` are the front's checks for `serve` (see front.py);
+    ``front`` a front already built (`build_front`: the assembly keeps it for `serve`), which
+    then stands for ``authenticator``, ``json_only`` and ``allowed_hosts``.
     """
     settings = settings or Settings()
     app = FastAPI(
@@ -377,7 +373,16 @@ def create_app(
         app.add_api_route(route.path, route.endpoint, methods=[route.method], **route.options)
         if route.method == "GET":  # the front sends HEAD's status and headers, no content
             app.add_api_route(route.path, route.endpoint, methods=["HEAD"], include_in_schema=False)
+    if front is None:
+        front = build_front(
+            settings,
+            authenticator=authenticator,
+            observer=observer,
+            json_only=json_only,
+            allowed_hosts=allowed_hosts,
+        )
     response_limit = settings.max_response_bytes or frontend_response_limit
+    # The one object the app holds: the routes read it (`served`), nothing else does.
     app.state.served = Served(
         service,
         settings,
@@ -386,7 +391,21 @@ def create_app(
         bound=derive_inputs_bound(service, settings, response_limit=response_limit),
         run=run_in_threadpool if offload_inference else _on_the_loop,
     )
-    front = Front(
+    app.add_middleware(front.around)
+    return app
+
+
+def build_front(
+    settings: Settings,
+    *,
+    authenticator: Authenticator | None = None,
+    observer: RequestObserver | None = None,
+    json_only: bool = False,
+    allowed_hosts: frozenset[str] | None = None,
+) -> Front:
+    """The front door of an app of these routes (front.py): the key check, admission, the
+    body bounds; ``json_only`` and ``allowed_hosts`` are `serve`'s checks."""
+    return Front(
         admission=Admission(
             in_flight=settings.max_concurrent_requests, pending=settings.max_pending_requests
         ),
@@ -400,16 +419,9 @@ def create_app(
         json_only=json_only,
         allowed_hosts=allowed_hosts,
     )
-    app.add_middleware(front.around)
-    app.state.front = front
-    app.state.service = service
-    app.state.admission = front.admission
-    # The key checker, if any: snapshot hooks reach it here (its forget() and reload()).
-    app.state.authenticator = authenticator
-    return app
 
 
-def invocation_deadline(scope: Mapping[str, Any], settings: Settings) -> Deadline | None:
+def invocation_deadline(scope: Scope, settings: Settings) -> Deadline | None:
     """The Lambda invocation's clock (Mangum puts the context in the scope); None elsewhere."""
     remaining = getattr(scope.get("aws.context"), "get_remaining_time_in_millis", None)
     if not callable(remaining):

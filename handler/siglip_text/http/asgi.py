@@ -9,6 +9,8 @@ from typing import Any
 from ..engine.errors import SiglipError
 from .errors import error_answer
 
+# Any: ASGI's scope and messages are dicts whose values' types depend on their keys (the
+# specification's tables); Starlette and uvicorn type them the same way.
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]

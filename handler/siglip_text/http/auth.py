@@ -46,8 +46,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..engine.config import ENV_PREFIX, Settings
 from ..engine.errors import ConfigError
+from ..settings import ENV_PREFIX, Settings
 from .errors import AuthenticationError, KeysUnavailableError
 from .key_file import KeyFileError, KeyFileExposed, Signature, read_key_file, signature
 from .key_secret import (

@@ -25,13 +25,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..engine.errors import SiglipError
+from .asgi import ASGIApp, Receive, Scope, Send
 from .errors import HeadersTooLargeError, InvalidFramingError, OverloadedError, error_answer
 
 if TYPE_CHECKING:
+    import socket
+
+    import uvicorn
+
     from .front import Front
+
+#: One of uvicorn's connection protocols (h11's or httptools', chosen as the server starts):
+#: they share no typed base that names what is read here (``cycle``, ``transport``).
+Connection = Any
 
 logger = logging.getLogger("siglip_text.serve")
 
@@ -87,7 +96,7 @@ def guarded_protocol(
         its framing checked before the app sees a request; at the cap, the idlest connection
         makes room for it."""
 
-        def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
+        def __init__(self, config: uvicorn.Config, *args: object, **kwargs: object) -> None:
             # h11 refuses, as plain text, an unfinished head past its own bound (16 KiB by
             # default), and only then: the bound is this module's, the same for both parsers.
             config.h11_max_incomplete_event_size = MAX_HEADER_BYTES
@@ -99,7 +108,7 @@ def guarded_protocol(
             self._idle_since = 0.0
             self._after_answer: bytes | None = None  # a refusal of the next request
 
-        def connection_made(self, transport: Any) -> None:
+        def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             self._await_headers()
             if len(self.connections) > cap and not _make_room(self.connections, self):
@@ -267,7 +276,7 @@ ONE_LENGTH = (
 )
 
 
-def framing_refusal(scope: dict[str, Any]) -> SiglipError | None:
+def framing_refusal(scope: Scope) -> SiglipError | None:
     """Why a request must be refused from its head alone, whichever parser read it (None when
     it need not be): what either of uvicorn's parsers lets through and RFC 9112 refuses.
 
@@ -333,7 +342,7 @@ def framing_refusal(scope: dict[str, Any]) -> SiglipError | None:
     return None
 
 
-def origin_form(scope: dict[str, Any]) -> dict[str, Any]:
+def origin_form(scope: Scope) -> Scope:
     """A request whose target is in absolute form (``POST http://host/v1/embeddings``) as
     the same request in origin form: its path alone, and the target's authority in place of
     every ``Host`` header ("the server MUST ignore the received Host header field (if any)
@@ -355,7 +364,7 @@ def origin_form(scope: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def head_size(scope: dict[str, Any]) -> int:
+def head_size(scope: Scope) -> int:
     """The bytes of a request's line and headers as parsed (their whitespace normalized)."""
     target = len(scope["raw_path"]) + (
         len(scope["query_string"]) + 1 if scope["query_string"] else 0
@@ -364,11 +373,11 @@ def head_size(scope: dict[str, Any]) -> int:
     return line + sum(len(name) + len(value) + 4 for name, value in scope["headers"]) + 2
 
 
-def _framing_guard(app: Any) -> Any:
+def _framing_guard(app: ASGIApp) -> ASGIApp:
     """``app`` behind `framing_refusal`: a refused request is answered here and its connection
     closed (``Connection: close``), its body never read."""
 
-    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and _absolute_form(scope.get("raw_path")):
             scope = origin_form(scope)
         refusal = framing_refusal(scope) if scope["type"] == "http" else None
@@ -388,6 +397,7 @@ def _framing_guard(app: Any) -> Any:
     return guarded
 
 
+# Any: `_raw_answer`'s keyword arguments, each of its own type
 def _answer(exc: SiglipError) -> dict[str, Any]:
     """`_raw_answer`'s arguments for an error, from its row in the one table."""
     answer = error_answer(exc)
@@ -409,14 +419,14 @@ def _parser_protocol(parser: Parser) -> type[asyncio.Protocol]:
     return AutoHTTPProtocol
 
 
-def _between_requests(connection: Any) -> bool:
+def _between_requests(connection: Connection) -> bool:
     """A request is all read (its body too) and its answer not yet sent: what arrives now is
     the next request's."""
     cycle = connection.cycle
     return cycle is not None and not cycle.more_body and not cycle.response_complete
 
 
-def _chunk_past_64_bits(connection: Any, read: int) -> bool:
+def _chunk_past_64_bits(connection: Connection, read: int) -> bool:
     """Under h11, whether the chunk being read declared a size past 64 bits, which llhttp
     (httptools) refuses at once: h11 takes up to 20 hex digits and would wait for the bytes
     (``read``: the bytes just fed, some of which the chunk may have taken)."""
@@ -425,18 +435,18 @@ def _chunk_past_64_bits(connection: Any, read: int) -> bool:
     return isinstance(left, int) and left >= 2**64 - read
 
 
-def _absolute_form(target: Any) -> bool:
+def _absolute_form(target: object) -> bool:
     """Whether a request target is in absolute form (``http://host/path``, RFC 9112
     section 3.2.2), not origin form (``/path``)."""
     return isinstance(target, bytes) and not target.startswith(b"/") and b"://" in target
 
 
-def _idle(connection: Any) -> bool:
+def _idle(connection: Connection) -> bool:
     """No request in progress: waiting for (the rest of) its next request's headers."""
     return connection.cycle is None or bool(connection.cycle.response_complete)
 
 
-def _make_room(connections: set[Any], newcomer: Any) -> bool:
+def _make_room(connections: set[Connection], newcomer: Connection) -> bool:
     """Close the connection idle longest (not ``newcomer``); False when none is idle."""
     idle = [
         c for c in connections if c is not newcomer and _idle(c) and not c.transport.is_closing()
@@ -461,18 +471,26 @@ def _raw_answer(status: int, headers: dict[str, str], body: bytes) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-def server_class() -> type[Any]:
+class GracefulServerClass(Protocol):
+    """uvicorn's server class with the shutdown grace period (`server_class`)."""
+
+    def __call__(
+        self, config: uvicorn.Config, *, front: Front, grace_seconds: float
+    ) -> uvicorn.Server: ...
+
+
+def server_class() -> GracefulServerClass:
     import uvicorn
 
     class _GracefulServer(uvicorn.Server):
         """uvicorn's server, with the front layer's grace period on shutdown."""
 
-        def __init__(self, config: Any, *, front: Front, grace_seconds: float) -> None:
+        def __init__(self, config: uvicorn.Config, *, front: Front, grace_seconds: float) -> None:
             super().__init__(config)
             self.front = front
             self.grace_seconds = grace_seconds
 
-        async def shutdown(self, sockets: Any = None) -> None:
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             # uvicorn's own shutdown closes the listeners, then waits for every connection;
             # once the grace period's 503s are out, `force_exit` ends that wait (computations
             # still running are abandoned: ONNX Runtime cannot be interrupted mid-run).

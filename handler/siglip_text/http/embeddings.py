@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
-from ..engine.config import MAX_INPUTS_CEILING, Settings
 from ..engine.errors import (
     FOREIGN_TOKEN_IDS_HINT,
     InferenceError,
@@ -26,9 +25,12 @@ from ..engine.errors import (
     TokenIdInputsRejectedError,
     TooManyInputsError,
 )
+from ..engine.json_value import JSONValue
 from ..engine.limits import Deadline
 from ..engine.service import Embeddings, EmbeddingService, Inputs, TextInputs, TokenIdInputs
-from .errors import refuse_unknown_fields, short, unexpected
+from ..settings import MAX_INPUTS_CEILING, Settings
+from .errors import short
+from .fields import refuse_unknown_fields
 from .inputs_bound import InputsBound, derive_inputs_bound
 from .response_size import check_response_fits
 from .schemas import (
@@ -40,6 +42,7 @@ from .schemas import (
     json_items_at_most,
     json_value,
 )
+from .unexpected import unexpected
 
 logger = logging.getLogger("siglip_text.http.embeddings")
 
@@ -148,7 +151,9 @@ def parse_request(body: bytes, *, max_inputs: int | None = None) -> OpenAICompat
     raise InvalidInputError(f"invalid '{field_name}': {message}", param=field_name) from None
 
 
-def _input_error(data: Any, errors: Sequence[Any], max_inputs: int | None) -> SiglipError:
+def _input_error(
+    data: JSONValue, errors: Sequence[ErrorDetails], max_inputs: int | None
+) -> SiglipError:
     """The one error for an ``input`` that fits none of its forms."""
     if any(e["type"] == "missing" and e["loc"] == ("input",) for e in errors):
         return InvalidInputError("'input' is required", param="input")

@@ -1,19 +1,14 @@
 """HTTP errors without a web framework: the protocol's own error kinds, the one table from
-each error kind to (HTTP status, OpenAI error ``type``, headers), the JSON body of every
-error answer, the messages that name the fix (a missing key, a path without ``/v1``), and
-the request-body limit.
-
-Both layers that answer errors use it: `app` (FastAPI's routes and handlers) and `front` (the
-ASGI layer in front of them, which refuses before the app sees a request). So an error reads
-the same whichever layer gave it.
+each kind to (HTTP status, OpenAI error ``type``, headers), and the answer it makes (the JSON
+body of every error). Every layer that answers an error answers through it, so an error
+reads the same whichever layer gave it (docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from ..engine.errors import (
     ConfigError,
@@ -24,7 +19,6 @@ from ..engine.errors import (
     ModelNotFoundError,
     SiglipError,
     TooManyInputsError,
-    scrubbed,
 )
 from .schemas import error_body
 
@@ -200,8 +194,6 @@ KEY_SOURCE = (
     "Where the key comes from: docs/api.md#api-keys (deployed with template.yaml: the "
     "Secrets Manager secret named by the stack's ApiKeySecretArn output)."
 )
-#: The prefix of every OpenAI route: an OpenAI client's base URL ends with it.
-API_PREFIX = "/v1"
 
 
 @dataclass(frozen=True)
@@ -249,79 +241,6 @@ def error_answer(exc: SiglipError) -> ErrorAnswer:
     )
 
 
-def route_not_found(method: str, path: str, routes: Sequence[tuple[str, str]]) -> SiglipError:
-    """The 404 of a path that is no route: the routes there are, and, for a route's path
-    without ``/v1`` (a client whose base URL lacks it), the base URL to use."""
-    asked = f"{short(method, 20)} {short(path, 100)}"
-    if (method, API_PREFIX + path) in routes:
-        return RouteNotFoundError(
-            f"Invalid URL ({asked}): this API's routes start with {API_PREFIX}; use "
-            f"{method} {API_PREFIX}{path}, i.e. a base URL that ends in {API_PREFIX} "
-            f"(OpenAI clients: base_url='http://<host>:<port>{API_PREFIX}')"
-        )
-    listed = ", ".join(f"{m} {p}" for m, p in routes if m != "HEAD")
-    return RouteNotFoundError(f"Invalid URL ({asked}); the routes are {listed}")
-
-
-def method_not_allowed(method: str, path: str, allowed: Sequence[str]) -> MethodNotAllowedError:
-    """The 405 of a route's path asked with another method (``Allow`` lists the right ones)."""
-    return MethodNotAllowedError(
-        f"Method {short(method, 20)} is not allowed for {short(path, 100)}",
-        allow=", ".join(allowed),
-    )
-
-
-def refuse_unknown_fields(data: Any, known: Mapping[str, Any], advice: Mapping[str, str]) -> None:
-    """OpenAI's rule: a field the endpoint does not define (not in ``known``) is a 400
-    (`UnknownFieldError`) that names it: OpenAI's own message, then what to do here
-    (``advice``, by field name). Never silently ignored: a client written for another server
-    would get an answer other than the one it asked for. Only the keys of a JSON object are
-    read (anything else is left to the schema's own refusal)."""
-    unknown = [name for name in data if name not in known] if isinstance(data, dict) else []
-    if not unknown:
-        return
-    names = ", ".join(short(name, 40) for name in unknown[:5])
-    if len(unknown) > 5:
-        names += f" (and {len(unknown) - 5} more)"
-    plural = "s" if len(unknown) > 1 else ""
-    first = unknown[0]
-    hint = advice.get(first) or (
-        "this endpoint's fields are " + ", ".join(f"'{f}'" for f in known) + "; remove it"
-    )
-    raise UnknownFieldError(
-        f"Unrecognized request argument{plural} supplied: {names}. {hint[0].upper()}{hint[1:]}",
-        param=short(first, 40),
-    )
-
-
-class ErrorLog(Protocol):
-    """Where an unexpected error is logged: a `logging.Logger` or Powertools' ``Logger``."""
-
-    def error(self, msg: str, *args: Any, extra: Any = None) -> Any: ...
-
-
-def unexpected_error(exc: BaseException, log: ErrorLog) -> SiglipError:
-    """An exception no one expected: logged on ``log`` for the operator (`unexpected`: type,
-    place, scrubbed message; no query text), and the error that answers it, a 500 that says
-    nothing of it (`error_answer`)."""
-    cause = unexpected(exc)
-    log.error("answered 500: unexpected error: %s", cause, extra={"cause": cause})
-    return SiglipError(f"unexpected error: {cause}")
-
-
-def unexpected(exc: BaseException) -> str:
-    """What an unexpected exception was, fit for a log: its type, the ``file:line`` of its
-    innermost frame and its scrubbed message (the traceback stays out of the log: its last
-    line repeats the message unscrubbed). Never sent to the client."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    where = "?"
-    if tb is not None:
-        where = f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
-    return f"{type(exc).__name__} at {where}: {scrubbed(str(exc))}"
-
-
 def short(text: str, limit: int) -> str:
     """A short, escaped prefix of untrusted text for an error message."""
     escaped = text.encode("unicode_escape", "backslashreplace").decode("ascii")
@@ -341,19 +260,3 @@ def error_json(message: str, *, type: str, param: str | None, code: str | None) 
 def body_too_large(limit: int) -> PayloadTooLargeError:
     """The 413 of a request body over ``limit`` bytes (declared or counted)."""
     return PayloadTooLargeError(f"request body is larger than {limit} bytes")
-
-
-def declares_more_than(content_length: str | bytes | None, limit: int) -> bool:
-    """Whether a ``Content-Length`` value declares more than ``limit`` bytes.
-
-    Only plain ASCII digits count (``str.isdigit`` also accepts '²', which int() refuses);
-    anything else is left to the streamed count, which is the check that counts. Never
-    int() of thousands of digits (int() refuses more than 4300).
-    """
-    if content_length is None:
-        return False
-    text = content_length.decode("latin-1") if isinstance(content_length, bytes) else content_length
-    if not (text.isascii() and text.isdigit()):
-        return False
-    digits = text.lstrip("0")
-    return len(digits) > len(str(limit)) or (digits != "" and int(digits) > limit)

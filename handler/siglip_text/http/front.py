@@ -37,11 +37,11 @@ from .errors import (
     PayloadTooLargeError,
     RequestTimeoutError,
     status_for,
-    unexpected_error,
 )
 from .exchange import Exchange, Stage, Upload
 from .gate import LOOPBACK_HOSTS, Decision, Head, Policy, decide, shutting_down
 from .shutdown import Shutdown
+from .unexpected import unexpected_error
 
 __all__ = ["LOOPBACK_HOSTS", "FailureObserver", "Front"]
 

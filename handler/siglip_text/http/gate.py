@@ -1,26 +1,7 @@
 """The gate: what to do with a request, decided from its head alone (method, path,
-headers), before anything is admitted or read. Pure: no I/O, no clock, no key store; the
-front carries the decision out (`front.Front`).
-
-In order:
-
-1. when configured (`serve` bound to loopback), a ``Host`` that is not a loopback name is a
-   400 (a web page that rebinds its DNS name to 127.0.0.1 cannot read the answers);
-2. once the shutdown grace period has ended, every request is a 503 (its body drained);
-3. the key is checked for the routes under ``/v1`` and for any request that carries a body,
-   whatever its route, before anything is admitted or read: a client without a key never
-   holds a place. An ``Authorization`` header sent twice (or joined with a comma by a proxy:
-   Mangum joins API Gateway's multi-value headers so) is a 400 naming it, on every entry
-   point: RFC 9110 section 5.3 makes it no list, and which copy counts would otherwise
-   depend on the server;
-4. a body (a ``Content-Length`` above 0, or ``Transfer-Encoding``) on a route that takes none
-   is refused unread: 404 for a path that is no route, 405 for another method, 413 for a
-   route that takes no body;
-5. for a route that takes a body: when configured (`serve`), a body not declared
-   ``Content-Type: application/json`` is a 415 (a web page can POST ``text/plain`` anywhere
-   without a CORS preflight); a ``Content-Encoding`` other than ``identity`` is a 415 (RFC
-   9110 section 15.5.16: bodies are read as sent); a declared length over the limit is a 413;
-   else it is admitted (`Decision.admit`).
+headers), before anything is admitted or read (`decide`). Pure: no I/O, no clock, no key
+store; the front carries the decision out (`front.Front`; docs/architecture.md). The route
+wording (404, 405) and the declared ``Content-Length`` check are here, where they are used.
 """
 
 from __future__ import annotations
@@ -32,19 +13,20 @@ from ..engine.errors import SiglipError
 from . import authority
 from .asgi import Scope
 from .errors import (
-    API_PREFIX,
     InvalidHeaderError,
     InvalidHostError,
+    MethodNotAllowedError,
     PayloadTooLargeError,
+    RouteNotFoundError,
     ShuttingDownError,
     UnsupportedContentEncodingError,
     UnsupportedMediaTypeError,
     body_too_large,
-    declares_more_than,
-    method_not_allowed,
-    route_not_found,
     short,
 )
+
+#: The prefix of every OpenAI route: an OpenAI client's base URL ends with it.
+API_PREFIX = "/v1"
 
 #: The headers the gate reads (their first value), besides every ``Authorization``.
 _READ = frozenset(
@@ -137,7 +119,28 @@ class Decision:
 
 
 def decide(head: Head, policy: Policy, *, expired: bool) -> Decision:
-    """The decision for a request (see the module docstring)."""
+    """The decision for a request.
+
+    In order:
+
+    1. when configured (`serve` bound to loopback), a ``Host`` that is not a loopback name is a
+       400 (a web page that rebinds its DNS name to 127.0.0.1 cannot read the answers);
+    2. once the shutdown grace period has ended, every request is a 503 (its body drained);
+    3. the key is checked for the routes under ``/v1`` and for any request that carries a body,
+       whatever its route, before anything is admitted or read: a client without a key never
+       holds a place. An ``Authorization`` header sent twice (or joined with a comma by a proxy:
+       Mangum joins API Gateway's multi-value headers so) is a 400 naming it, on every entry
+       point: RFC 9110 section 5.3 makes it no list, and which copy counts would otherwise
+       depend on the server;
+    4. a body (a ``Content-Length`` above 0, or ``Transfer-Encoding``) on a route that takes none
+       is refused unread: 404 for a path that is no route, 405 for another method, 413 for a
+       route that takes no body;
+    5. for a route that takes a body: when configured (`serve`), a body not declared
+       ``Content-Type: application/json`` is a 415 (a web page can POST ``text/plain`` anywhere
+       without a CORS preflight); a ``Content-Encoding`` other than ``identity`` is a 415 (RFC
+       9110 section 15.5.16: bodies are read as sent); a declared length over the limit is a 413;
+       else it is admitted (`Decision.admit`).
+    """
     method, path = head.method, head.path
     if policy.allowed_hosts is not None and not host_allowed(head.host, policy.allowed_hosts):
         refusal: SiglipError = InvalidHostError(
@@ -228,3 +231,41 @@ def shutting_down() -> ShuttingDownError:
         "the server is shutting down and its grace period ended before this request could "
         "be served; retry it"
     )
+
+
+def route_not_found(method: str, path: str, routes: Sequence[tuple[str, str]]) -> SiglipError:
+    """The 404 of a path that is no route: the routes there are, and, for a route's path
+    without ``/v1`` (a client whose base URL lacks it), the base URL to use."""
+    asked = f"{short(method, 20)} {short(path, 100)}"
+    if (method, API_PREFIX + path) in routes:
+        return RouteNotFoundError(
+            f"Invalid URL ({asked}): this API's routes start with {API_PREFIX}; use "
+            f"{method} {API_PREFIX}{path}, i.e. a base URL that ends in {API_PREFIX} "
+            f"(OpenAI clients: base_url='http://<host>:<port>{API_PREFIX}')"
+        )
+    listed = ", ".join(f"{m} {p}" for m, p in routes if m != "HEAD")
+    return RouteNotFoundError(f"Invalid URL ({asked}); the routes are {listed}")
+
+
+def method_not_allowed(method: str, path: str, allowed: Sequence[str]) -> MethodNotAllowedError:
+    """The 405 of a route's path asked with another method (``Allow`` lists the right ones)."""
+    return MethodNotAllowedError(
+        f"Method {short(method, 20)} is not allowed for {short(path, 100)}",
+        allow=", ".join(allowed),
+    )
+
+
+def declares_more_than(content_length: str | bytes | None, limit: int) -> bool:
+    """Whether a ``Content-Length`` value declares more than ``limit`` bytes.
+
+    Only plain ASCII digits count (``str.isdigit`` also accepts '²', which int() refuses);
+    anything else is left to the streamed count, which is the check that counts. Never
+    int() of thousands of digits (int() refuses more than 4300).
+    """
+    if content_length is None:
+        return False
+    text = content_length.decode("latin-1") if isinstance(content_length, bytes) else content_length
+    if not (text.isascii() and text.isdigit()):
+        return False
+    digits = text.lstrip("0")
+    return len(digits) > len(str(limit)) or (digits != "" and int(digits) > limit)

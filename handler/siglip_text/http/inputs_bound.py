@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engine.config import ENV_PREFIX, Settings
 from ..engine.limits import TIME_SHARE, inputs_in_time
 from ..engine.service import EmbeddingService
+from ..settings import ENV_PREFIX, Settings
 from .response_size import inputs_that_fit
 
 #: OpenAI's own limit of inputs per request: what its clients batch by, and the bound where

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools import Logger, Metrics
 
 
 class LoggingObserver:
@@ -35,7 +38,7 @@ class LoggingObserver:
 class PowertoolsObserver:
     """For Lambda: EMF metrics through Powertools Metrics, structured logs through Logger."""
 
-    def __init__(self, metrics: Any, logger: Any) -> None:
+    def __init__(self, metrics: Metrics, logger: Logger) -> None:
         self.metrics = metrics
         self.logger = logger
 

@@ -13,7 +13,7 @@ client sends fits them, and `json_items` bounds what a body may make before it i
 from __future__ import annotations
 
 import base64
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import orjson
@@ -27,8 +27,9 @@ from pydantic import (
     field_validator,
 )
 
-from ..engine.config import MAX_INPUTS_CEILING
 from ..engine.errors import InvalidInputError
+from ..engine.json_value import JSONObject, JSONValue
+from ..settings import MAX_INPUTS_CEILING
 from .count import structure_outside_strings
 
 EncodingFormat = Literal["float", "base64"]
@@ -52,7 +53,7 @@ def json_items(body: bytes) -> int:
     return structure_outside_strings(body) + 1
 
 
-def json_value(body: bytes) -> Any:
+def json_value(body: bytes) -> JSONValue:
     """A request body's JSON value, parsed by orjson (a compact parse, not pydantic's tree of
     every value); `InvalidInputError` (a 400 that does not echo the body) when it is empty or
     not JSON."""
@@ -126,7 +127,7 @@ class OpenAICompatEmbeddingRequest(BaseModel):
 
     @field_validator("truncate", mode="before")
     @classmethod
-    def _nim_truncate(cls, value: Any) -> Any:
+    def _nim_truncate(cls, value: JSONValue) -> JSONValue:
         """NIM's values in any case; anything else is refused naming the accepted values
         (NIM's ``START`` keeps an input's last tokens: never this model's contract)."""
         if isinstance(value, bool):
@@ -188,7 +189,7 @@ class ErrorResponse(BaseModel):
     error: ErrorDetail
 
 
-def error_body(message: str, *, type: str, param: str | None, code: str | None) -> dict[str, Any]:
+def error_body(message: str, *, type: str, param: str | None, code: str | None) -> JSONObject:
     """OpenAI's error shape: ``{"error": {"message", "type", "param", "code"}}``."""
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
@@ -208,7 +209,7 @@ def embeddings_response(
     encoding_format: EncodingFormat,
 ) -> bytes:
     """The ``CreateEmbeddingResponse`` JSON body, data in input order."""
-    payloads: list[Any] = (
+    payloads: list[JSONValue] = (
         encode_base64(vectors)
         if encoding_format == "base64"
         else list(np.ascontiguousarray(vectors, dtype=np.float32))

@@ -21,7 +21,8 @@ from pydantic import ValidationError
 from ..engine.errors import InvalidInputError, TooManyInputsError
 from ..engine.service import EmbeddingService
 from ..engine.tokenization import Token
-from .errors import ResponseTooLargeError, refuse_unknown_fields
+from .errors import ResponseTooLargeError
+from .fields import refuse_unknown_fields
 from .response_size import PROXY_ENVELOPE_BYTES
 from .schemas import TokenizeRequest, json_items_at_most, json_value
 

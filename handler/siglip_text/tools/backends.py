@@ -18,12 +18,11 @@ import numpy as np
 from tqdm import tqdm
 
 from ..engine.bundle import BundlePaths, Manifest
-from ..engine.config import demo_model_dir, load_settings
 from ..engine.errors import SiglipError
-from ..engine.loading import load_service
 from ..engine.service import PROBE_TEXT, EmbeddingService
 from ..engine.tokenization import SiglipTokenizer
-from .errors import ToolError
+from ..settings import demo_model_dir, load_service, load_settings
+from .exit_status import ToolError
 from .urls import openai_base_url
 
 

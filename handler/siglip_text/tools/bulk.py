@@ -50,7 +50,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from .errors import ToolError
+from .exit_status import ToolError
 from .urls import service_root
 
 #: The batch size when the server reports no bound (a request any deployment of this project

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import CheckFailed, ToolError
+from .exit_status import CheckFailed, ToolError
 
 #: The template `sam deploy` uses when the environment names none (SAM CLI's default).
 DEFAULT_TEMPLATE = "template.yaml"

@@ -38,7 +38,7 @@ from .bulk import (
     run_batches,
     summary,
 )
-from .errors import ToolError
+from .exit_status import ToolError
 from .files import is_jsonl, read_texts
 
 #: In process, texts per model call unless ``--batch-size`` says otherwise.

@@ -173,10 +173,10 @@ def embed_on(
 def child(bundle: Path, request: Path, *, self_check: bool = True) -> dict[str, Any]:
     """What `embed_on` reads: this CPU, and the vectors or the init error."""
     from ..engine.bundle import load_manifest
-    from ..engine.config import load_settings
     from ..engine.cpu import cpu_description
     from ..engine.errors import SiglipError
-    from ..engine.loading import ServiceInit, session_config
+    from ..engine.loading import ServiceInit
+    from ..settings import load_settings
 
     texts = json.loads(request.read_text())
     record: dict[str, Any] = {"cpu": cpu_description()}
@@ -186,7 +186,7 @@ def child(bundle: Path, request: Path, *, self_check: bool = True) -> dict[str, 
         settings = load_settings(model_dir=bundle, ort_intra_op_threads=1)
         paths = settings.artifact_paths()
         manifest = load_manifest(paths.manifest)
-        config = session_config(settings, manifest)
+        config = settings.session_config()
         service = ServiceInit.start_bundle(manifest, paths, config, self_check=self_check).service()
     except SiglipError as exc:
         record["error"] = exc.message

@@ -23,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 
-from .errors import ToolError
+from .exit_status import ToolError
 from .files import is_jsonl, load_matrix, read_jsonl, read_texts
 
 ClassesFormat = Literal["dict", "lines"]

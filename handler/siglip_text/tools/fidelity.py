@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import EXIT_CHECK_FAILED, EXIT_OK, ToolError
+from .exit_status import EXIT_CHECK_FAILED, EXIT_OK, ToolError
 
 DEFAULT_CPUS = "native,haswell,sandybridge,neoverse-n1"
 
@@ -67,8 +67,7 @@ def measure(
     self_check: bool = True,
 ) -> dict[str, Any]:
     """``{cpu: {measured_on, cosine, top10_overlap, seconds} | {measured_on, error}}``."""
-    from ..engine.config import load_settings
-    from ..engine.loading import load_service
+    from ..settings import load_service, load_settings
     from .emulation import embed_on, shows_own_cpuinfo, why_not
     from .parity import compare_vectors, topk_overlap
     from .texts import synthetic_captions

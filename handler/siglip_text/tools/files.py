@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ToolError
+from .exit_status import ToolError
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 

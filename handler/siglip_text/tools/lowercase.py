@@ -47,8 +47,9 @@ def lower_text(text: str, mode: Lowercase) -> str:
 
 def lowercase_normalizer_json(mode: Lowercase) -> dict[str, Any] | None:
     """The lowercasing as ``tokenizer.json`` writes the normalizer (None for ``none``): the
-    one definition, which `lowercase_normalizer` builds and the fingerprint of a checkpoint
-    (tools/fingerprint.py) puts before the checkpoint's own normalizer, as export does."""
+    one definition, which `lowercase_normalizer` builds and a checkpoint's fingerprint
+    (tools/checkpoint_fingerprint.py) puts before the checkpoint's own normalizer, as export
+    does."""
     if mode == "unicode":
         steps: list[dict[str, Any]] = [
             {"type": "Replace", "pattern": {"Regex": FINAL_SIGMA}, "content": "ς"},

@@ -1,7 +1,7 @@
 """Lambda Managed Instances: how many processes per execution environment, for one bundle.
 
 Offline (benchmarks/managed_instances.py and docs/managed-instances.md use it); the function
-itself only checks its memory (engine/sizing.py).
+itself only checks its memory (aws/sizing.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ MANAGED_INSTANCES_MIN_MEMORY_MB = 2048
 class ManagedInstancesSizing:
     """What to set for one bundle on Lambda Managed Instances: `max_concurrency` is
     `PerExecutionEnvironmentMaxConcurrency` (the Python runtime's processes per
-    environment), `threads` each process's ONNX Runtime threads (config.available_cpus)."""
+    environment), `threads` each process's ONNX Runtime threads (aws/sizing.py lambda_cpus)."""
 
     memory_mb: int
     memory_gib_per_vcpu: float

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-from .errors import ToolError
+from .exit_status import ToolError
 
 #: Paths that name an endpoint of the API rather than its root.
 _API_SUFFIXES = ("/v1/embeddings", "/v1/models", "/v1", "/health")

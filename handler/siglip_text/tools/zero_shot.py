@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from .backends import Embedder, add_backend_arguments, embed_in_batches, open_embedder
-from .errors import ToolError
 from .eval_files import CLASSES_FORMATS, match, read_class_names, read_images, read_labels
+from .exit_status import ToolError
 from .files import read_texts, write_jsonl
 from .parity import top_k, unit_rows
 

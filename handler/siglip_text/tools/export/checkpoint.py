@@ -22,7 +22,7 @@ import numpy as np
 
 from ...engine.bundle import Lowercase
 from ...engine.contract import REVISION_PATTERN
-from ..errors import ToolError
+from ..exit_status import ToolError
 from ..lowercase import lower_text
 
 #: config.json ``model_type`` -> the transformers class that loads it.

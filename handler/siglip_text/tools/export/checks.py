@@ -27,7 +27,7 @@ from ...engine.bundle import (
 from ...engine.cpu import cpu_description
 from ...engine.self_check import MARGIN, cosine_to_reference
 from ...engine.service import PROBE_TEXT
-from ..errors import CheckFailed
+from ..exit_status import CheckFailed
 from ..parity import compare_vectors, id_mismatches, topk_overlap
 from ..texts import EDGE_CASE_TEXTS, MAX_LENGTH, synthetic_captions
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ...engine.errors import SiglipError
-from ..errors import EXIT_CHECK_FAILED, EXIT_OK, CheckFailed
+from ..exit_status import EXIT_CHECK_FAILED, EXIT_OK, CheckFailed
 from ..lowercase import LOWERCASE_CHOICES
 from .checks import FP32_MIN_COSINE, INT8_MIN_COSINE
 from .onnx_export import DEFAULT_OPSET

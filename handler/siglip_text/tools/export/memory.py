@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ToolError
+from ..exit_status import ToolError
 
 #: Peak resident memory of an export per byte of the text tower's fp32 weights, plus a
 #: fixed part (the interpreter, torch, transformers, ONNX Runtime, the tokenizer), with a

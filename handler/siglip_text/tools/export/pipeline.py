@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...engine.bundle import MANIFEST_FILE, Manifest, Precision, sha256_file
-from ..errors import ToolError
+from ..exit_status import ToolError
 from .checkpoint import SourceSpec, read_config, resolve_source
 from .memory import (
     check_memory,

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from ...engine.contract import REVISION_PATTERN
-from ..errors import ToolError
+from ..exit_status import ToolError
 
 #: huggingface_hub's own reading of its boolean variables (``constants._is_true``).
 _TRUE = {"1", "ON", "YES", "TRUE"}

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ...aws.sizing import memory_need
 from ...engine.bundle import (
     MANIFEST_FILE,
     ONNX_FILE,
@@ -29,15 +30,14 @@ from ...engine.bundle import (
     TokenizerMerges,
     sha256_file,
 )
-from ...engine.config import available_cpus
+from ...engine.cpu import usable_cpus
 from ...engine.encoder import SessionConfig
 from ...engine.fingerprint import fingerprint as contract_fingerprint
 from ...engine.loading import ServiceInit, graph_optimization_level
 from ...engine.service import EmbeddingService
-from ...engine.sizing import memory_need
 from ...engine.tokenization import SiglipTokenizer
-from ..errors import ToolError
-from ..fingerprint import checkpoint_contract
+from ..checkpoint_fingerprint import checkpoint_contract
+from ..exit_status import ToolError
 from ..texts import EDGE_CASE_TEXTS, MAX_LENGTH
 from .checkpoint import checkpoint_directory, contract_token_ids, file_tokenizer, load_checkpoint
 from .checkpoint_tokenizer import describe_checkpoint_tokenizer
@@ -149,7 +149,7 @@ def reference(state: ExportState) -> None:
 
 def fingerprint(state: ExportState) -> None:
     """The contract fingerprint, from the checkpoint's files as the index side computes it
-    (tools/fingerprint.py): the same for every precision. Recorded with the contract
+    (tools/checkpoint_fingerprint.py): the same for every precision. Recorded with the contract
     fields, so that the checks below load the bundle with the contract check init runs."""
     if state.contract is None:
         raise RuntimeError("the reference step has not run")
@@ -427,7 +427,7 @@ def _check_service(state: ExportState, fields: Manifest, onnx_path: Path) -> Emb
     """The files as the runtime loads them (`ServiceInit`, probe included), before any
     manifest file exists; no SIGLIP_* variable applies."""
     session = SessionConfig(
-        intra_op_threads=state.options.threads or available_cpus(),
+        intra_op_threads=state.options.threads or usable_cpus(),
         max_batch_size=32,
         graph_optimization=graph_optimization_level("auto", fields),
     )

@@ -10,7 +10,7 @@ from typing import Any
 from tokenizers import Tokenizer, normalizers, processors
 
 from ...engine.bundle import Lowercase
-from ..errors import ToolError
+from ..exit_status import ToolError
 from ..lowercase import lowercase_normalizer
 
 

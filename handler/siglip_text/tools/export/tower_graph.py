@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ...engine.bundle import GraphBuild
-from ..errors import ToolError
+from ..exit_status import ToolError
 from .checkpoint import SourceSpec, load_checkpoint
 from .fusible import tower_shape
 from .memory import release_memory

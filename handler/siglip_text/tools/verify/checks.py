@@ -16,7 +16,7 @@ import numpy as np
 
 from ...engine.bundle import BundlePaths, Manifest, sha256_file
 from ..backends import Embedder, embed_in_batches, progress_bar
-from ..errors import ToolError
+from ..exit_status import ToolError
 from ..files import read_jsonl
 from ..parity import compare_vectors, id_mismatches, topk_overlap
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ...engine.errors import SiglipError
 from ..backends import add_backend_arguments, open_embedder
-from ..errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_UNUSABLE_INPUT, ToolError
+from ..exit_status import EXIT_CHECK_FAILED, EXIT_OK, EXIT_UNUSABLE_INPUT, ToolError
 from ..files import load_matrix
 from .checks import load_references, verify
 from .report import render

@@ -1,10 +1,7 @@
-"""Lambda sizing: does the function's memory hold what the bundle needs resident?
+"""Lambda sizing: the function's memory against the bundle's need, and its CPU share.
 
-Export records the need in the manifest (``memory``: `bundle.MemoryNeed`, derived from the
-graph's sizes); Lambda states the function's memory in ``AWS_LAMBDA_FUNCTION_MEMORY_SIZE``
-(MB). Below ``minimum_mb`` the weights every query reads cannot be held: init fails closed
-with a `ModelLoadError` naming both figures, before the model is loaded. Below
-``recommended_mb`` it serves, and the init logs a warning saying what to set.
+Lambda's own environment facts live here, and only here; the engine is handed their
+outcome (a thread count) as a plain value. docs/architecture.md has the init's stages.
 """
 
 from __future__ import annotations
@@ -12,10 +9,23 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
-from .bundle import Manifest, MemoryNeed
-from .config import MAX_CONCURRENCY_VARIABLE, MEMORY_SIZE_VARIABLE
-from .errors import ModelLoadError
+from ..engine.bundle import Manifest, MemoryNeed
+from ..engine.cpu import usable_cpus
+from ..engine.errors import ModelLoadError
+
+#: Set by Lambda: the function's memory in MB.
+MEMORY_SIZE_VARIABLE = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
+
+#: Set by Lambda Managed Instances: the Python runtime's worker processes per execution
+#: environment (its `PerExecutionEnvironmentMaxConcurrency`), each a process doing its own
+#: init and sharing the environment's CPUs with the others.
+MAX_CONCURRENCY_VARIABLE = "AWS_LAMBDA_MAX_CONCURRENCY"
+
+#: Lambda gives one full vCPU per 1,769 MB of memory
+#: (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html).
+LAMBDA_MB_PER_VCPU = 1769
 
 #: The process around the weights: Python, ONNX Runtime, tokenizers, the web stack, the
 #: tokenizer and a query's activations. An allowance, not a measurement: set so that the
@@ -43,10 +53,10 @@ def check_function_memory(
 ) -> str | None:
     """None when the function's memory holds the bundle (or either figure is unknown); a
     warning to log when it is below the recommended figure; `ModelLoadError` below the
-    minimum.
+    minimum, so that init fails closed before the model is loaded.
 
     Under Lambda Managed Instances the memory is the execution environment's, shared by
-    ``processes`` (config.processes_per_environment) that each load the model (AWS Lambda
+    ``processes`` (`processes_per_environment`) that each load the model (AWS Lambda
     Developer Guide, "Python runtime for Lambda Managed Instances"): the need is that many
     times the bundle's.
     """
@@ -82,3 +92,35 @@ def check_function_memory(
             f"image; {fix}"
         )
     return None
+
+
+def processes_per_environment(environ: Mapping[str, str] | None = None) -> int | None:
+    """The processes sharing this environment under Lambda Managed Instances, else None."""
+    env = os.environ if environ is None else environ
+    raw = env.get(MAX_CONCURRENCY_VARIABLE, "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
+def lambda_cpus(
+    environ: Mapping[str, str] | None = None,
+    *,
+    affinity: int | None = None,
+    cgroup_root: Path | None = None,
+) -> int:
+    """The CPUs this process may use on Lambda: `usable_cpus`, bounded by Lambda's share.
+
+    On Lambda (default) an environment runs one request and its CPU share follows the memory
+    size (one vCPU per 1,769 MB). Under Lambda Managed Instances
+    ``AWS_LAMBDA_MAX_CONCURRENCY`` processes share the environment's CPUs, whatever its
+    memory: each gets its share of them, at least 1. ``affinity`` and ``cgroup_root`` stand
+    for this process's (tests).
+    """
+    env = os.environ if environ is None else environ
+    count = usable_cpus(affinity=affinity, cgroup_root=cgroup_root)
+    processes = processes_per_environment(env)
+    if processes is not None:
+        return max(1, count // processes)
+    memory_mb = env.get(MEMORY_SIZE_VARIABLE)
+    if memory_mb and memory_mb.isdigit():
+        count = min(count, max(1, round(int(memory_mb) / LAMBDA_MB_PER_VCPU)))
+    return max(1, count)

@@ -1,29 +1,40 @@
-"""Settings, read once from ``SIGLIP_*`` environment variables into validated types."""
+"""Settings, read once from ``SIGLIP_*`` environment variables into validated types, and
+turned into the plain values the engine is built from (`Settings.init_plan`).
+
+Every layer's knobs live here, above the engine, which never imports this module
+(docs/architecture.md, "Import contracts").
+"""
 
 from __future__ import annotations
 
-import math
-import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .bundle import MANIFEST_FILE, ONNX_FILE, TOKENIZER_FILE, BundlePaths
-from .errors import ConfigError
+from .engine.bundle import MANIFEST_FILE, ONNX_FILE, TOKENIZER_FILE, BundlePaths
+from .engine.errors import ConfigError
+
+if TYPE_CHECKING:
+    from .engine.encoder import SessionConfig
+    from .engine.loading import InitPlan
+    from .engine.service import EmbeddingService
 
 ENV_PREFIX = "SIGLIP_"
 
-#: Lambda gives one full vCPU per 1,769 MB of memory.
-LAMBDA_MB_PER_VCPU = 1769
 #: The most inputs ``SIGLIP_MAX_INPUTS_PER_REQUEST`` may allow (the request schema's own bound).
 MAX_INPUTS_CEILING = 100_000
 
 #: The vector cache's default bound in bytes (SIGLIP_CACHE_MAX_BYTES).
 CACHE_MAX_BYTES = 64 * 1024 * 1024
+
+#: Counts the CPUs the ONNX Runtime threads may use when no count is set (None:
+#: engine.cpu.usable_cpus); a platform passes its own share (Lambda: aws/sizing.py).
+CpuCount = Callable[[], int]
 
 
 #: ``SIGLIP_MAX_INPUTS_PER_REQUEST``: a number, or "auto" (derived from the deployment).
@@ -32,7 +43,7 @@ MaxInputs = Annotated[int, Field(ge=1, le=MAX_INPUTS_CEILING)] | Literal["auto"]
 
 def demo_model_dir() -> Path:
     """The bundled demo model (synthetic: trained on toy captions, not SigLIP weights)."""
-    return Path(__file__).resolve().parents[1] / "demo"
+    return Path(__file__).resolve().parent / "demo"
 
 
 class Settings(BaseSettings):
@@ -174,9 +185,40 @@ class Settings(BaseSettings):
                 )
         return BundlePaths(*paths)
 
-    def intra_op_threads(self) -> int:
-        """The ORT intra-op thread count: the setting, else the CPUs this process may use."""
-        return self.ort_intra_op_threads or available_cpus()
+    def intra_op_threads(self, cpus: CpuCount | None = None) -> int:
+        """The ORT intra-op thread count: the setting, else the CPUs ``cpus`` counts."""
+        if self.ort_intra_op_threads:
+            return self.ort_intra_op_threads
+        # The engine's heavy modules (ONNX Runtime, tokenizers) import only when an init
+        # needs them: the command line and the schemas read settings too.
+        from .engine.cpu import usable_cpus
+
+        return (cpus or usable_cpus)()
+
+    def session_config(self, *, cpus: CpuCount | None = None) -> SessionConfig:
+        """The ONNX Runtime session these settings ask for (``auto`` optimization: the
+        bundle's manifest decides when the session is built)."""
+        from .engine.encoder import SessionConfig
+
+        return SessionConfig(
+            intra_op_threads=self.intra_op_threads(cpus),
+            allow_spinning=self.ort_allow_spinning,
+            max_batch_size=self.max_text_batch_size,
+            graph_optimization=self.ort_graph_optimization,
+        )
+
+    def init_plan(self, *, cpus: CpuCount | None = None) -> InitPlan:
+        """The plan of the init these settings ask for; the manifest read (ModelLoadError if
+        it is bad)."""
+        from .engine.loading import InitPlan
+
+        return InitPlan.read(
+            self.artifact_paths(),
+            self.session_config(cpus=cpus),
+            output_name=self.onnx_output_name,
+            cache_size=self.cache_size,
+            cache_max_bytes=self.cache_max_bytes,
+        )
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -200,73 +242,9 @@ def get_settings() -> Settings:
     return load_settings()
 
 
-#: Set by Lambda Managed Instances: the Python runtime's worker processes per execution
-#: environment (its `PerExecutionEnvironmentMaxConcurrency`), each a process doing its own
-#: init and sharing the environment's CPUs with the others.
-MAX_CONCURRENCY_VARIABLE = "AWS_LAMBDA_MAX_CONCURRENCY"
+def load_service(settings: Settings) -> EmbeddingService:
+    """The whole init, from these settings (the tools, and tests of a service alone)."""
+    from .engine.loading import ServiceInit
 
-#: Set by Lambda: the function's memory in MB.
-MEMORY_SIZE_VARIABLE = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
-
-
-def processes_per_environment(environ: Mapping[str, str] | None = None) -> int | None:
-    """The processes sharing this environment under Lambda Managed Instances, else None."""
-    env = os.environ if environ is None else environ
-    raw = env.get(MAX_CONCURRENCY_VARIABLE, "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else None
-
-
-def available_cpus(
-    environ: Mapping[str, str] | None = None,
-    *,
-    affinity: int | None = None,
-    cgroup_root: Path | None = None,
-) -> int:
-    """CPUs this process may actually use: affinity, cgroup quota and its share of them.
-
-    ``os.cpu_count()`` reports the host's cores, which on Lambda and in containers is more
-    than the share paid for; oversubscribed ORT threads then fight for it. On Lambda
-    (default) an environment runs one request and its CPU share follows the memory size
-    (one vCPU per 1,769 MB). Under Lambda Managed Instances ``AWS_LAMBDA_MAX_CONCURRENCY``
-    processes share the environment's CPUs, whatever its memory: each gets its share of
-    them, at least 1. ``affinity`` and ``cgroup_root`` stand for this process's (tests).
-    """
-    env = os.environ if environ is None else environ
-    count = _affinity_cpus() if affinity is None else affinity
-    quota = _cgroup_cpu_quota() if cgroup_root is None else _cgroup_cpu_quota(cgroup_root)
-    if quota is not None:
-        count = min(count, quota)
-    processes = processes_per_environment(env)
-    if processes is not None:
-        return max(1, count // processes)
-    memory_mb = env.get(MEMORY_SIZE_VARIABLE)
-    if memory_mb and memory_mb.isdigit():
-        count = min(count, max(1, round(int(memory_mb) / LAMBDA_MB_PER_VCPU)))
-    return max(1, count)
-
-
-def _affinity_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def _cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> int | None:
-    """Whole CPUs allowed by the cgroup (v2 ``cpu.max`` or v1 CFS quota), rounded up."""
-    try:
-        text = (root / "cpu.max").read_text().split()
-        if len(text) == 2 and text[0] != "max":
-            return max(1, math.ceil(int(text[0]) / int(text[1])))
-        if text:
-            return None
-    except (OSError, ValueError):
-        pass
-    try:
-        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
-        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
-        if quota > 0 and period > 0:
-            return max(1, math.ceil(quota / period))
-    except (OSError, ValueError):
-        pass
-    return None
+    began = time.perf_counter()  # the init's timings count the manifest's read
+    return ServiceInit.start(settings.init_plan(), began=began).service()

@@ -40,7 +40,7 @@ from ..engine.fingerprint import (
     sha256_digest,
     tokenizer_digest,
 )
-from .errors import EXIT_OK, CheckFailed, ToolError
+from .exit_status import EXIT_OK, CheckFailed, ToolError
 from .lowercase import LOWERCASE_CHOICES, lowercase_normalizer_json
 from .texts import MAX_LENGTH
 from .urls import service_root
