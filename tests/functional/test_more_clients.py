@@ -202,3 +202,93 @@ def test_nvidia_query_sends_input_type_query_and_gets_the_same_vector(server: st
     # SigLIP has one text tower: a query and a passage of the same text are one vector
     got = nvidia(server).embed_query("a red block")
     assert cosine(got, direct_float(server, ["a red block"])) >= 0.999999
+
+
+# --- batch size: each documented setting keeps a client under the deployment's bound -----
+
+#: the bound of the small server below, and more texts than it takes
+BOUND = 4
+BATCH_TEXTS = [f"a red block number {n}" for n in range(10)]
+
+
+@pytest.fixture(scope="module")
+def small_server() -> Iterator[str]:
+    with demo_server(SIGLIP_MAX_INPUTS_PER_REQUEST=str(BOUND)) as base:
+        yield base
+
+
+def _langchain(base: str, batch: int | None) -> Any:
+    from langchain_openai import OpenAIEmbeddings
+
+    options = {} if batch is None else {"chunk_size": batch}
+    embeddings = OpenAIEmbeddings(
+        model=MODEL,
+        base_url=f"{base}/v1",
+        api_key="not-used",
+        check_embedding_ctx_length=False,
+        max_retries=0,
+        **options,  # type: ignore[arg-type]
+    )
+    return embeddings.embed_documents(BATCH_TEXTS)
+
+
+def _llama_index(base: str, batch: int | None) -> Any:
+    from llama_index.embeddings.openai import OpenAIEmbedding
+
+    options = {} if batch is None else {"embed_batch_size": batch}
+    model = OpenAIEmbedding(
+        model_name=MODEL, api_base=f"{base}/v1", api_key="not-used", max_retries=0, **options
+    )
+    return model.get_text_embedding_batch(BATCH_TEXTS)
+
+
+def _haystack(base: str, batch: int | None) -> Any:
+    from haystack import Document
+    from haystack.components.embedders import OpenAIDocumentEmbedder
+    from haystack.utils import Secret
+
+    options = {} if batch is None else {"batch_size": batch}
+    embedder = OpenAIDocumentEmbedder(
+        model=MODEL,
+        api_base_url=f"{base}/v1",
+        api_key=Secret.from_token("not-used"),
+        max_retries=0,
+        progress_bar=False,
+        raise_on_failure=True,  # else a refused batch is logged and its vectors left None
+        **options,  # type: ignore[arg-type]
+    )
+    documents = embedder.run(documents=[Document(content=text) for text in BATCH_TEXTS])
+    return [document.embedding for document in documents["documents"]]
+
+
+def _nvidia(base: str, batch: int | None) -> Any:
+    options = {} if batch is None else {"max_batch_size": batch}
+    return nvidia(base, **options).embed_documents(BATCH_TEXTS)
+
+
+#: client -> (the module it needs, its package, a call with the batch-size setting or without)
+BATCHING = {
+    "langchain": ("langchain_openai", "langchain-openai", _langchain),
+    "llama-index": ("llama_index.embeddings.openai", "llama-index-embeddings-openai", _llama_index),
+    "haystack": ("haystack", "haystack-ai", _haystack),
+    "nvidia": ("langchain_nvidia_ai_endpoints", "langchain-nvidia-ai-endpoints", _nvidia),
+}
+
+
+@pytest.mark.parametrize("name", list(BATCHING))
+def test_batch_size_setting_keeps_a_client_under_the_bound(
+    server: str, small_server: str, name: str
+) -> None:
+    module, package, embed = BATCHING[name]
+    needs(module, package)
+    # GIVEN a deployment that answers at most 4 inputs a request, and 10 texts
+    # WHEN the client sends them with its defaults, THEN it is refused (one request of 10)
+    with pytest.raises(Exception):  # noqa: B017 - each client raises its own type
+        embed(small_server, None)
+    # WHEN it is given the batch-size setting docs/clients.md names, set to the bound
+    got = np.asarray(embed(small_server, BOUND), dtype=np.float64)
+    # THEN it gets every vector, the ones an unbounded server gives
+    expected = direct_float(server, BATCH_TEXTS)
+    assert got.shape == expected.shape
+    cosines = np.einsum("ij,ij->i", got, expected) / np.linalg.norm(got, axis=1)
+    assert cosines.min() >= 0.999999
