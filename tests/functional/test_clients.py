@@ -70,10 +70,10 @@ PYTHON_CLIENTS = {
 }
 #: where a Python client comes from: the clients extra, or .ci/run for the heavy ones
 EXTRA = "pip install -e '.[clients]'"
-HEAVY = ("pymilvus", "semantic-router", "mem0", "lightrag", "camel-ai", "ragas")
+HEAVY = ("pymilvus", "semantic-router", "mem0", "lightrag", "ragas")
 INSTALLED_BY = {name: "pip install -r .ci/clients-requirements.txt" for name in HEAVY}
-# crewAI cannot resolve with the test extra (its pydantic cap): docs/clients.md, "crewAI"
-INSTALLED_BY["crewai"] = "pip install crewai, beside the test extra's packages but not in CI"
+# they cannot resolve with the test extra (docs/clients.md says why): not in CI
+INSTALLED_BY.update({name: f"pip install {name}; not in CI" for name in ("crewai", "camel-ai")})
 #: Node snippet -> the npm packages it needs (.ci/run installs them into .ci/node)
 NODE_CLIENTS = {
     "node-openai": ["openai"],
