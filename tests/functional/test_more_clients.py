@@ -26,9 +26,10 @@ from tests.support.servers import demo_server
 pytestmark = pytest.mark.slow  # a server subprocess and the client libraries
 
 MODEL = "siglip-text/synthetic-demo-tiny"
-#: a text past griptape's default chunk size (2,041 tiktoken tokens) whose two halves differ
-#: from their first 64 tokens on, so that averaging its chunks changes the vector
-LONG_TEXT = " ".join(["a red block on a wooden table"] * 300 + ["a robot arm in a lab"] * 300)
+#: a text past griptape's default chunk size (2,041 tiktoken tokens): about 1,000 tokens of
+#: one sentence, then 3,000 of another, so that its second chunk, as long as its first, starts
+#: with another text
+LONG_TEXT = " ".join(["a red block on a wooden table"] * 140 + ["a robot arm in a lab"] * 500)
 
 
 def _installed(module: str) -> bool:
