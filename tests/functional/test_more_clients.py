@@ -11,15 +11,18 @@ naming its package: most come from the ``clients`` extra, the heavier ones from
 from __future__ import annotations
 
 import importlib.util
+import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import httpx
 import numpy as np
 import pytest
 
+from tests.support.paths import ROOT
 from tests.support.readme import snippet
 from tests.support.servers import demo_server
 
@@ -267,12 +270,28 @@ def _nvidia(base: str, batch: int | None) -> Any:
     return nvidia(base, **options).embed_documents(BATCH_TEXTS)
 
 
+def _llm(base: str, batch: int | None) -> Any:
+    """The llm plugin docs/examples ships, loaded afresh: it reads its batch size at import."""
+    plugin = ROOT / "docs" / "examples" / "llm-siglip-text" / "llm_siglip_text.py"
+    env = {"SIGLIP_TEXT_BASE_URL": f"{base}/v1"}
+    if batch is not None:
+        env["SIGLIP_TEXT_BATCH_SIZE"] = str(batch)
+    with mock.patch.dict(os.environ, env):
+        spec = importlib.util.spec_from_file_location("llm_siglip_text_fresh", plugin)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        model = module.SiglipText()
+        return list(model.embed_multi(BATCH_TEXTS))
+
+
 #: client -> (the module it needs, its package, a call with the batch-size setting or without)
 BATCHING = {
     "langchain": ("langchain_openai", "langchain-openai", _langchain),
     "llama-index": ("llama_index.embeddings.openai", "llama-index-embeddings-openai", _llama_index),
     "haystack": ("haystack", "haystack-ai", _haystack),
     "nvidia": ("langchain_nvidia_ai_endpoints", "langchain-nvidia-ai-endpoints", _nvidia),
+    "llm": ("llm", "llm", _llm),
 }
 
 
