@@ -7,6 +7,7 @@ and set where the endpoint is (the defaults are the demo server's)::
     export SIGLIP_TEXT_BASE_URL=http://127.0.0.1:8000/v1
     export SIGLIP_TEXT_MODEL=siglip-text/synthetic-demo-tiny
     export SIGLIP_TEXT_API_KEY=not-used  # the key where AuthMode=api-key
+    export SIGLIP_TEXT_BATCH_SIZE=64  # texts per request, at most the deployment's bound
     llm embed -m siglip-text -c "a red block"
 """
 
@@ -21,8 +22,9 @@ import openai
 
 class SiglipText(llm.EmbeddingModel):  # type: ignore[misc]
     model_id = "siglip-text"
-    # OpenAI's limit of inputs per request, which the endpoint keeps too
-    batch_size = 2048
+    # Texts per request: at most what the deployment answers (GET /health reports its bound;
+    # past it, a 413), which a template deployment sets to 64 by default.
+    batch_size = int(os.environ.get("SIGLIP_TEXT_BATCH_SIZE", "64"))
 
     def embed_batch(self, items: Iterable[str | bytes]) -> Iterator[list[float]]:
         client = openai.OpenAI(
