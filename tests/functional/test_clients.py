@@ -203,7 +203,8 @@ def test_every_snippet_in_the_docs_has_a_test() -> None:
         "logs-refused-requests",
         "logs-gateway-refusals",
     }
-    tested = {*PYTHON_CLIENTS, *NODE_CLIENTS, *in_readme, *in_deploy}
+    in_bulk = {"bulk-embed-local"}  # docs/bulk.md's command: tests/docs/test_bulk_docs.py
+    tested = {*PYTHON_CLIENTS, *NODE_CLIENTS, *in_readme, *in_deploy, *in_bulk}
     found = blocks("snippet")
     assert set(found) == tested
     assert set(blocks("output")) == {"rank-captions"}
@@ -211,6 +212,7 @@ def test_every_snippet_in_the_docs_has_a_test() -> None:
     sources = {name: "docs/clients.md" for name in tested}
     sources.update({name: "README.md" for name in in_readme})
     sources.update({name: "docs/deploy.md" for name in in_deploy})
+    sources.update({name: "docs/bulk.md" for name in in_bulk})
     assert {name: block.source for name, block in found.items()} == sources
 
 
