@@ -118,7 +118,7 @@ def test_a_small_response_limit_sets_the_bound(
             past = client.post(URL, json={"input": texts(bound + 1), "encoding_format": encoding})
             error = past.json()
             assert past.status_code == 413 and error["error"]["code"] == "too_many_inputs"
-            assert f"at most {bound} inputs per request" in error["error"]["message"]
+            assert f"at most {bound} per request" in error["error"]["message"]
             assert "20,000-byte response limit" in error["error"]["message"]
 
 
@@ -155,7 +155,7 @@ def test_past_the_bound_a_413_states_it_and_how_to_set_a_batch_size(
     error = body["error"]
     assert error["code"] == "too_many_inputs" and error["param"] == "input"
     assert f"'input' has {bound + 1} items" in error["message"]
-    assert f"at most {bound} inputs per request" in error["message"]
+    assert f"at most {bound} per request" in error["message"]
     assert f"set your client's batch size to {bound} or fewer" in error["message"]
     assert "docs/clients.md#batch-size" in error["message"]
 

@@ -383,8 +383,9 @@ def zero_shot_files(bundle_service: EmbeddingService, tmp_path: Path) -> list[st
     np.save(images, bundle_service.embed_texts(prompts).vectors)
     labels = tmp_path / "labels.txt"
     labels.write_text("".join(f"{i}\n" for i in range(len(CLASSES))))
+    # the class file as the seed downloads it (imagenet1000_clsidx_to_labels.txt's dict)
     classes = tmp_path / "classes.txt"
-    classes.write_text("".join(f"{name}\n" for name in CLASSES))
+    classes.write_text(repr(dict(enumerate(CLASSES))))
     return ["--images", str(images), "--labels", str(labels), "--classes", str(classes)]
 
 

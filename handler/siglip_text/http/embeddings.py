@@ -218,10 +218,9 @@ def validate_request(
         raise TooManyInputsError(bound.refusal(len(inputs.items)), param="input")
     if isinstance(inputs, TokenIdInputs) and settings.token_id_inputs == "reject":
         raise TokenIdInputsRejectedError(
-            "'input' is token ids, and this endpoint takes text only "
-            f"(SIGLIP_TOKEN_ID_INPUTS=reject); send the text instead: {FOREIGN_TOKEN_IDS_HINT}. "
-            "An operator whose callers tokenize with this bundle's own tokenizer may set "
-            "SIGLIP_TOKEN_ID_INPUTS=accept",
+            f"'input' is token ids; this endpoint takes text: send the text. "
+            f"{FOREIGN_TOKEN_IDS_HINT}. Callers using this bundle's tokenizer: the operator "
+            "may set SIGLIP_TOKEN_ID_INPUTS=accept",
             param="input",
         )
     # An empty string is a text (<eos> then pads, as the training pipeline embeds it); an

@@ -54,10 +54,9 @@ class InputsBound:
     def refusal(self, inputs: int) -> str:
         """The 413's message for a request of ``inputs`` inputs."""
         return (
-            f"'input' has {inputs} items; this endpoint answers at most {self.value} inputs "
-            f"per request ({self.basis}). Split the request: set your client's batch size to "
-            f"{self.value} or fewer (how, per client: {BATCH_SIZE_DOCS}); "
-            "GET /health states the bound as max_inputs_per_request"
+            f"'input' has {inputs} items; this endpoint answers at most {self.value} per "
+            f"request ({self.basis}): set your client's batch size to {self.value} or fewer "
+            f"({BATCH_SIZE_DOCS}; GET /health: max_inputs_per_request)"
         )
 
 
@@ -82,7 +81,7 @@ def derive_inputs_bound(
         reasons.append(
             (
                 by_response,
-                f"the most {service.dimension}-d vectors whose answer as float JSON fits the "
+                f"{service.dimension}-d float vectors in the "
                 f"{response_limit:,}-byte response limit",
             )
         )
