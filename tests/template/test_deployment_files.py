@@ -100,7 +100,7 @@ def lock() -> dict[str, list[tuple[Version, str]]]:
 def test_dockerfile_cmd_and_template_command_are_the_lambda_entry_point(
     function: dict[str, Any],
 ) -> None:
-    # (the image's own CMD is read from the built image: tests/functional/test_image.py)
+    # (the image's own CMD is read from the built image: tests/functional/image/test_image.py)
     assert function["Properties"]["ImageConfig"]["Command"] == [HANDLER]
     module, _, attribute = HANDLER.rpartition(".")
     source = ROOT / "handler" / (module.replace(".", "/") + ".py")

@@ -3,7 +3,7 @@ pinned beside the bundle: a file changed after export, even to the same size, or
 together with its hash in the manifest, fails the build, and so does a bundle without its pin
 (handler/Dockerfile's bundle stage runs scripts/check_bundle_files.py). Builds only that
 stage, on the base image already present, without network: seconds.
-tests/unit/test_check_bundle_files.py checks each kind of tampering on the check itself."""
+tests/unit/scripts/test_check_bundle_files.py checks each kind of tampering on the check itself."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from scripts.check_bundle_files import problems, read_pin
 from tests.support.paths import ROOT
 from tests.support.sam_build import STANDIN_BASE
 
-pytestmark = pytest.mark.slow  # Docker builds
+pytestmark = [pytest.mark.slow, pytest.mark.docker]  # Docker builds
 
 DOCKERFILE = ROOT / "handler" / "Dockerfile"
 DEMO = ROOT / "handler" / "siglip_text" / "demo"
@@ -167,6 +167,6 @@ def test_the_image_has_no_user_and_the_project_runs_it_as_a_non_root_one() -> No
     for run in runs:
         (user,) = re.findall(r"--user (\d+):\d+", run)
         assert user != "0", run
-    image_test = (ROOT / "tests" / "functional" / "test_image.py").read_text()
+    image_test = (ROOT / "tests" / "functional" / "image" / "test_image.py").read_text()
     assert re.search(r'LAMBDA_USER = "(?!0:)\d+:\d+"', image_test)
     assert 'f"--user={LAMBDA_USER}"' in image_test

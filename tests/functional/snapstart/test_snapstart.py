@@ -2,7 +2,7 @@
 demo model; Secrets Manager is moto (in process, or its server on loopback where the function
 runs in its own process, so that the search for secrets searches only the function).
 
-tests/functional/test_snapstart_criu.py checkpoints and restores the process itself.
+tests/functional/snapstart/test_snapstart_criu.py checkpoints and restores the process itself.
 """
 
 from __future__ import annotations

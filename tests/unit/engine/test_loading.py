@@ -3,7 +3,7 @@ stopped it; and the fail-closed matrix: each corrupted artifact stops `load_serv
 
 One case per corruption, each applied to a fresh copy of the demo bundle, each expected to
 raise ModelLoadError with a message naming the cause (and the file, where there is one).
-tests/functional/test_init_fails_closed.py holds the first set (missing files, a branch
+tests/functional/bundle/test_init_fails_closed.py holds the first set (missing files, a branch
 name as revision, a dimension that disagrees with the graph, NaN and zero graphs, no
 ``<pad>``, an unreadable ONNX file, the Lambda and `serve` entry points); this matrix adds
 the rest of the list in docs/export.md ("Init fails closed").

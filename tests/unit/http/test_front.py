@@ -1,6 +1,6 @@
 """The front layer at the ASGI level: the end of the grace period, in event-loop order.
 
-A real server (`tests/functional/test_serve_shutdown.py`) shows the behaviour end to end but
+A real server (`tests/functional/serve/test_serve_shutdown.py`) shows the behaviour end to end but
 cannot choose when a computation ends; here the app behind the front finishes at the exact
 moment the grace period ends, which a server meets only by chance (CI met it once: uvicorn
 answered a plain-text 500 because the front returned before its 503 was written).
