@@ -16,6 +16,7 @@ from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 
+from devkit import outcomes
 from devkit.snapstart_emulation import criu_unavailable
 from tests.support.aws_lambda import LambdaContext
 from tests.support.paths import FIXTURES
@@ -24,6 +25,12 @@ from tests.support.servers import demo_server
 
 #: The export extra's packages: tests marked ``export`` need them.
 EXPORT_EXTRA = ("torch", "transformers", "onnx")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Where ``TEST_OUTCOMES`` names a file, what the run collected, ran and skipped is
+    written there (CI runs each test once: .ci/run, devkit/outcomes.py)."""
+    outcomes.pytest_configure(config)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

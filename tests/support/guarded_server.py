@@ -28,11 +28,14 @@ PARSERS = [
     pytest.param(
         "httptools",
         id="httptools",
-        marks=pytest.mark.skipif(
-            importlib.util.find_spec("httptools") is None,
-            reason="httptools is not installed (uvicorn parses with h11 only): "
-            "pip install httptools",
-        ),
+        marks=[
+            pytest.mark.httptools,
+            pytest.mark.skipif(
+                importlib.util.find_spec("httptools") is None,
+                reason="httptools is not installed (uvicorn parses with h11 only): "
+                "pip install httptools",
+            ),
+        ],
     ),
 ]
 

@@ -28,7 +28,7 @@ from devkit.sam import resolve, translate
 from tests.support.paths import ROOT
 from tests.support.sam_build import sam_python, samcli_probe
 
-pytestmark = pytest.mark.slow  # each test runs the SAM CLI in a process of its own
+pytestmark = [pytest.mark.slow, pytest.mark.sam_cli]  # each test runs the SAM CLI in a process of its own
 
 if sam_python() is None:
     if os.environ.get("CI") == "true":

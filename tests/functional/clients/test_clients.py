@@ -34,7 +34,7 @@ from tests.support.paths import ROOT
 from tests.support.readme import README_BASE_URL, blocks, output, snippet
 from tests.support.servers import demo_server
 
-pytestmark = pytest.mark.slow  # a server subprocess and every client library
+pytestmark = [pytest.mark.slow, pytest.mark.clients]  # a server subprocess and every client library
 
 
 NODE_MODULES = ROOT / ".ci" / "node" / "node_modules"
@@ -237,6 +237,7 @@ def run_node(name: str, base: str, tmp_path: Path, code: str | None = None) -> n
     return np.array(json.loads(vectors), dtype=np.float64)
 
 
+@pytest.mark.node
 @pytest.mark.parametrize("name", list(NODE_CLIENTS))
 def test_node_client_snippet_gives_the_direct_float_vectors(
     server: str, name: str, tmp_path: Path
@@ -251,6 +252,7 @@ def test_node_client_snippet_gives_the_direct_float_vectors(
 # --- clients that rewrite the text ------------------------------------------------------
 
 
+@pytest.mark.node
 def test_langchain_js_default_strips_newlines_and_changes_the_vector(
     server: str, tmp_path: Path
 ) -> None:

@@ -31,7 +31,7 @@ from siglip_text.tools.fingerprint import checkpoint_fingerprint  # noqa: E402
 from tests.support import gemma  # noqa: E402
 from tests.support.edge_texts import edge_texts  # noqa: E402
 
-pytestmark = [pytest.mark.export, pytest.mark.slow]
+pytestmark = [pytest.mark.export, pytest.mark.gemma, pytest.mark.slow]
 
 TEXTS = edge_texts()
 

@@ -26,7 +26,7 @@ from siglip_text.tools.export.pipeline import ExportOptions, export_bundle
 from tests.support import gemma
 from tests.support.edge_texts import SPECIAL_STRINGS, edge_texts
 
-pytestmark = [pytest.mark.export, pytest.mark.slow]
+pytestmark = [pytest.mark.export, pytest.mark.gemma, pytest.mark.slow]
 
 TEXTS = edge_texts()
 EXPORTED_SHAPES = gemma.SHAPES

@@ -18,7 +18,7 @@ from tokenizers import Tokenizer
 
 from tests.support import gemma
 
-pytestmark = pytest.mark.slow  # the 256k tokenizer loads in about a second, its texts in 2
+pytestmark = [pytest.mark.slow, pytest.mark.gemma]  # the 256k tokenizer loads in about a second, its texts in 2
 
 LENGTH = 64
 KEPT = LENGTH - 1

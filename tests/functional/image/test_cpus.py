@@ -35,7 +35,7 @@ from siglip_text.tools.export.quantize import (
 from tests.support.cpus import TEXTS, run_on_cpu, shows_own_cpuinfo, why_not
 from tests.support.tiny_checkpoint import export_tiny, make_tiny_checkpoint
 
-pytestmark = pytest.mark.export
+pytestmark = [pytest.mark.export, pytest.mark.emulation]
 
 SATURATED = 1_048_544  # 255 x 127 over 64 through vpmaddubsw: 32,767 x 32 pairs
 EXACT = {"int8": KERNEL_CHECK_EXACT, "int7": 255 * 64 * 64, "uint8": 255 * 255 * 64}

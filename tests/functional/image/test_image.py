@@ -61,7 +61,7 @@ from tests.support.sam_build import (
     tagged,
 )
 
-pytestmark = pytest.mark.slow  # the function image
+pytestmark = [pytest.mark.slow, pytest.mark.docker]  # the function image
 
 
 DOCKERFILE = ROOT / "handler" / "Dockerfile"
@@ -634,6 +634,7 @@ def test_a_bundle_readable_only_by_its_owner_still_serves(run_bundle: Any, tmp_p
         assert unreadable.returncode == 0 and unreadable.stdout == "", unreadable.stdout
 
 
+@pytest.mark.export
 def test_an_exported_bundle_serves_every_event(run_bundle: Any, tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="the export extra makes the bundle")
     from siglip_text.cli import main

@@ -45,7 +45,8 @@ from tests.support.paths import ROOT
 from tests.support.readme import output, section, snippet
 from tests.support.sam_build import STANDIN_BASE, project_copy, sam_executable
 
-pytestmark = pytest.mark.slow  # SAM CLI, Docker, a container per invoke
+# SAM CLI, Docker, a container per invoke
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.sam_cli]
 
 DEMO = ROOT / "handler" / "siglip_text" / "demo"
 IN_CI = os.environ.get("CI") == "true"

@@ -28,7 +28,7 @@ from devkit.snapstart_emulation import (
 from tests.support.aws_lambda import load_event
 from tests.support.secrets_manager import secrets_client
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.emulation]
 
 # Test values, not credentials.
 KEY = "sk-siglip-test-key-0123456789abcdef"

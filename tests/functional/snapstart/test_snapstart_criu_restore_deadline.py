@@ -28,7 +28,7 @@ from devkit.snapstart_emulation import (
 from tests.support.aws_lambda import load_event
 from tests.support.secrets_manager import SecretsServer, secrets_server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.emulation]
 
 # A test value, not a credential.
 KEY = "sk-siglip-test-key-0123456789abcdef"

@@ -34,7 +34,7 @@ from devkit.snapstart_emulation import (
 )
 from tests.support.secrets_manager import secrets_client
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.emulation]
 
 CHECKPOINTS = int(os.environ.get("SIGLIP_SNAPSHOT_CHECKPOINTS", "8"))
 

@@ -286,6 +286,7 @@ def gemma() -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.gemma
 def test_gemma_tokenizer_keeps_under_a_third_of_its_merges(gemma: Any) -> None:
     data, pruned = gemma["data"], gemma["pruned"]
 
@@ -302,11 +303,13 @@ def test_gemma_tokenizer_keeps_under_a_third_of_its_merges(gemma: Any) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.gemma
 def test_pruned_gemma_tokenizer_gives_identical_ids_on_held_out_texts(gemma: Any) -> None:
     assert _ids(_tokenizer(gemma["pruned"]), gemma["texts"]) == gemma["ids"]
 
 
 @pytest.mark.slow
+@pytest.mark.gemma
 def test_the_held_out_texts_would_catch_a_wrongly_dropped_merge(gemma: Any) -> None:
     # GIVEN a pruning that also drops merges that lowercased text does use
     pruned = gemma["pruned"]
@@ -318,6 +321,7 @@ def test_the_held_out_texts_would_catch_a_wrongly_dropped_merge(gemma: Any) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.gemma
 def test_the_pruned_file_loads_with_merges_as_strings_and_the_same_ids(
     gemma: Any, tmp_path: Path
 ) -> None:
