@@ -25,10 +25,10 @@ from siglip_text.aws.function import LambdaFunction
 from siglip_text.engine.config import load_settings
 
 from devkit.lambda_context import LambdaContext as LambdaContext  # the tests' name for it
-from tests.support.paths import EVENTS
+from devkit.paths import EVENTS
 
 if TYPE_CHECKING:
-    from tests.support.hostile import Hostile
+    from devkit.hostile import Hostile
 
 
 @contextmanager
@@ -91,7 +91,8 @@ def plain_package_loggers() -> Iterator[None]:
 
 
 def load_event(name: str) -> dict[str, Any]:
-    return json.loads((EVENTS / name).read_text())
+    event: dict[str, Any] = json.loads((EVENTS / name).read_text())
+    return event
 
 
 def gateway_event(
@@ -102,7 +103,7 @@ def gateway_event(
     A body that is not UTF-8 can only arrive base64-encoded (API Gateway's binary media
     types), so it always is; a UTF-8 one is base64-encoded when `base64_body` says so.
     """
-    event = json.loads(json.dumps(template))
+    event: dict[str, Any] = json.loads(json.dumps(template))
     try:
         text: str | None = request.body.decode("utf-8")
     except UnicodeDecodeError:

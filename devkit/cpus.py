@@ -15,7 +15,7 @@ from typing import Any
 
 from siglip_text.tools.emulation import run_python_on, shows_own_cpuinfo, why_not
 
-from tests.support.paths import FIXTURES, ROOT
+from devkit.paths import FIXTURES, ROOT
 
 __all__ = ["TEXTS", "run_on_cpu", "shows_own_cpuinfo", "why_not"]
 
@@ -34,7 +34,7 @@ def kernel_fixture(element: str, weight: int) -> Path:
 
 def run_on_cpu(cpu: str, bundles: dict[str, Path], *, timeout: float = 900) -> dict[str, Any]:
     """What the child reports on ``cpu`` (see `report`)."""
-    args = ["-m", "tests.support.cpus", *(f"{name}={path}" for name, path in bundles.items())]
+    args = ["-m", "devkit.cpus", *(f"{name}={path}" for name, path in bundles.items())]
     out = run_python_on(cpu, args, path=(ROOT,), timeout=timeout)
     return dict(json.loads(out.splitlines()[-1]))
 

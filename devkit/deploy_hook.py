@@ -7,7 +7,7 @@ import importlib.util
 import sys
 from types import ModuleType
 
-from tests.support.paths import ROOT
+from devkit.paths import ROOT
 
 HOOK_DIRECTORY = ROOT / "handler" / "deploy_hook"
 MODULE = "pre_traffic"

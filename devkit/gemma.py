@@ -19,8 +19,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Literal
 
-from tests.support.paths import ROOT
-from tests.support.tiny_checkpoint import perturbed
+from devkit.paths import ROOT
+from devkit.tiny_checkpoint import perturbed
 
 ENV = "SIGLIP_GEMMA_TOKENIZER_DIR"
 SKIP_REASON = (

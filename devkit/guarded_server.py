@@ -19,7 +19,7 @@ import pytest
 import uvicorn
 from siglip_text.http.connections import Parser, guarded_protocol
 
-from tests.support.servers import free_port
+from devkit.servers import free_port
 
 #: uvicorn's two HTTP/1.1 parsers, each a pytest param; httptools skips where it is absent
 #: (``pip install -e '.[test]'`` brings h11 only).

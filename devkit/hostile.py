@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from siglip_text.engine.service import EmbeddingService
 
-from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
+from devkit.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
 
 MODEL_ID = "siglip-text/synthetic-demo-tiny"
 VOCAB_SIZE = 990  # the demo tokenizer's; tests check it against the service

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from jsonschema import Draft202012Validator
 
-from tests.support.paths import FIXTURES
+from devkit.paths import FIXTURES
 
 SCHEMA_PATH = FIXTURES / "openai-embeddings-schema.json"
 

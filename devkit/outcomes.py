@@ -5,7 +5,8 @@ README's run and CI's last run together ran every test exactly once.
 The variable is not a ``SIGLIP_`` one, so that it reaches the README's block, which CI runs
 as written with every ``SIGLIP_`` variable removed; without it the plugin does nothing.
 
-    python -m devkit.outcomes select collected.json readme.json > skipped.args  # pytest @skipped.args
+    python -m devkit.outcomes select collected.json readme.json > skipped.args
+    python -m pytest @skipped.args
     python -m devkit.outcomes check collected.json readme.json rest.json
 """
 

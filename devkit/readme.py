@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.paths import ROOT
+from devkit.paths import ROOT
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"

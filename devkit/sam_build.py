@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from tests.support.paths import ROOT
+from devkit.paths import ROOT
 
 #: The SAM templates of the project: the function (and its hook), Managed Instances.
 TEMPLATES = ("template.yaml", "template-managed-instances.yaml")
@@ -66,7 +66,7 @@ def sam_python() -> str | None:
 
 
 def samcli_probe(request: dict[str, Any]) -> Any:
-    """The SAM CLI's own answer to `request` (tests/support/samcli_probe.py)."""
+    """The SAM CLI's own answer to `request` (devkit/samcli_probe.py)."""
     python = sam_python()
     assert python, "no SAM CLI: python3 -m venv .sam-cli && .sam-cli/bin/pip install aws-sam-cli"
     done = subprocess.run(

@@ -2,7 +2,7 @@
 
 Run with the SAM CLI's Python (the SAM CLI pins its own click, so it lives in a virtual
 environment of its own: .ci/run makes .sam-cli/), never imported by the tests: they call it
-through `tests.support.sam_build.samcli_probe`. One JSON request on stdin, one JSON answer
+through `devkit.sam_build.samcli_probe`. One JSON request on stdin, one JSON answer
 on stdout. Requests:
 
 - ``{"op": "options", "dir": D, "command": "build", "env": "prod"}``: the options

@@ -28,7 +28,7 @@ def perturbed(model: Any) -> Any:
     return model
 
 
-def checkpoint_tokenizer():
+def checkpoint_tokenizer() -> Any:
     """The demo tokenizer as a checkpoint would ship it: no lowercasing, EOS appended."""
     from tokenizers import Tokenizer, normalizers
     from transformers import PreTrainedTokenizerFast

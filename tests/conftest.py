@@ -17,11 +17,11 @@ from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 
 from devkit import outcomes
+from devkit.aws_lambda import LambdaContext
+from devkit.paths import FIXTURES
+from devkit.secrets_manager import moto_endpoint
+from devkit.servers import demo_server
 from devkit.snapstart_emulation import criu_unavailable
-from tests.support.aws_lambda import LambdaContext
-from tests.support.paths import FIXTURES
-from tests.support.secrets_manager import moto_endpoint
-from tests.support.servers import demo_server
 
 #: The export extra's packages: tests marked ``export`` need them.
 EXPORT_EXTRA = ("torch", "transformers", "onnx")

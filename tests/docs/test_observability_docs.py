@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from devkit.deployment import load_template
-from tests.support.readme import snippet
+from devkit.readme import snippet
 
 #: Fields Logs Insights gives every event.
 BUILT_IN = {"@timestamp", "@logStream", "@message", "@log"}

@@ -37,6 +37,8 @@ from devkit.deployment import (
     function_resource,
     load_template,
 )
+from devkit.openai_shapes import assert_openai_error
+from devkit.paths import ROOT
 from devkit.sam import (
     evaluate_conditions,
     function_environment,
@@ -44,8 +46,6 @@ from devkit.sam import (
     resolve,
     translate,
 )
-from tests.support.openai_shapes import assert_openai_error
-from tests.support.paths import ROOT
 
 HANDLER = "siglip_text.lambda_function.handler"
 #: Powertools settings the function sets; each is read by Powertools or aws/function.py.
@@ -213,7 +213,7 @@ def test_api_routes_are_exactly_the_apps_routes_each_a_proxy_to_the_live_alias(
         for operation in item.values():
             integration = operation["x-amazon-apigateway-integration"]
             assert (integration["type"], integration["httpMethod"]) == ("aws_proxy", "POST")
-            # the `live` alias by ARN (tests/support/stacks.py resolves it)
+            # the `live` alias by ARN (devkit/stacks.py resolves it)
             uri = integration["uri"]["Fn::Sub"]
             assert uri.endswith(":function:${SiglipTextFunction}:live/invocations")
     # no function Events: SAM would give their invoke permissions no condition

@@ -8,7 +8,7 @@ import tomllib
 
 import siglip_text
 
-from tests.support.paths import ROOT
+from devkit.paths import ROOT
 
 
 def test_pyproject_takes_the_version_from_the_package() -> None:

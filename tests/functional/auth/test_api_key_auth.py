@@ -24,10 +24,10 @@ from siglip_text.engine.errors import ConfigError
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.auth import build_authenticator
 
-from tests.support.aws_lambda import LambdaContext, built_lambda, load_event
-from tests.support.keyed_apps import Clock, keyed_app
-from tests.support.openai_shapes import assert_openai_error, assert_openai_response
-from tests.support.paths import EVENTS
+from devkit.aws_lambda import LambdaContext, built_lambda, load_event
+from devkit.keyed_apps import Clock, keyed_app
+from devkit.openai_shapes import assert_openai_error, assert_openai_response
+from devkit.paths import EVENTS
 
 # The key in events/*-with-api-key.json (a test value, not a credential).
 KEY = "sk-siglip-test-key-0123456789abcdef"

@@ -22,9 +22,9 @@ from siglip_text.http.app import create_app
 from siglip_text.http.auth import REFRESH_LEAD_SECONDS, ApiKeyAuthenticator
 from siglip_text.http.key_secret import default_provider
 
-from tests.support.keyed_apps import Clock, keyed_app
-from tests.support.openai_shapes import assert_openai_error
-from tests.support.secrets_manager import SecretsServer, secrets_server
+from devkit.keyed_apps import Clock, keyed_app
+from devkit.openai_shapes import assert_openai_error
+from devkit.secrets_manager import SecretsServer, secrets_server
 
 # A test value, not a credential.
 KEY = "sk-siglip-test-key-0123456789abcdef"

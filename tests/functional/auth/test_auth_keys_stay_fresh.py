@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
-from tests.support.secrets_manager import secrets_server
-from tests.support.servers import running_server
+from devkit.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
+from devkit.secrets_manager import secrets_server
+from devkit.servers import running_server
 
 pytestmark = pytest.mark.slow  # 37 s of real time, a server subprocess
 

@@ -21,10 +21,10 @@ from siglip_text.http.auth import ApiKeyAuthenticator
 from siglip_text.http.errors import KeysUnavailableError
 from siglip_text.http.key_secret import default_provider
 
-from tests.support.aws_lambda import LambdaContext, built_lambda, load_event
-from tests.support.keyed_apps import Clock, keyed_app
-from tests.support.openai_shapes import assert_openai_error
-from tests.support.secrets_manager import SecretsServer, secrets_server
+from devkit.aws_lambda import LambdaContext, built_lambda, load_event
+from devkit.keyed_apps import Clock, keyed_app
+from devkit.openai_shapes import assert_openai_error
+from devkit.secrets_manager import SecretsServer, secrets_server
 
 KEY = "sk-siglip-test-key-0123456789abcdef"
 NEW_KEY = "sk-siglip-rotated-key-fedcba9876543210"

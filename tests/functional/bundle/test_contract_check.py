@@ -31,7 +31,7 @@ from siglip_text.engine.service import EmbeddingService
 from siglip_text.engine.tokenization import SiglipTokenizer
 from siglip_text.http.app import create_app
 
-from tests.support.aws_lambda import built_lambda
+from devkit.aws_lambda import built_lambda
 
 SEED_FIELDS = ("repository", "revision", "embedding_dimension", "text_max_token_length")
 QUERY = "A Kitten On The Beach"

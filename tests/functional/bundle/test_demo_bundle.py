@@ -11,7 +11,7 @@ import pytest
 from siglip_text.engine.bundle import sha256_file
 from siglip_text.engine.service import EmbeddingService
 
-from tests.support.paths import ROOT
+from devkit.paths import ROOT
 
 
 @pytest.fixture(scope="module")

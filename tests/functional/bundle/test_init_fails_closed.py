@@ -13,7 +13,7 @@ from siglip_text.engine.config import load_settings
 from siglip_text.engine.errors import ModelLoadError
 from siglip_text.engine.loading import load_service
 
-from tests.support.graphs import save_graph
+from devkit.graphs import save_graph
 
 
 def load(bundle: Path) -> None:

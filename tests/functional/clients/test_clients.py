@@ -30,9 +30,9 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.support.paths import ROOT
-from tests.support.readme import README_BASE_URL, blocks, output, snippet
-from tests.support.servers import demo_server
+from devkit.paths import ROOT
+from devkit.readme import README_BASE_URL, blocks, output, snippet
+from devkit.servers import demo_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.clients]  # a server subprocess and every client library
 

@@ -1,6 +1,6 @@
 """The official openai client, unchanged, through a function URL's events to the real handler.
 
-tests/support/function_url.py turns each HTTP request into the event a function URL sends and
+devkit/function_url.py turns each HTTP request into the event a function URL sends and
 the handler's answer back into HTTP: the client's own requests (base64 by default, its headers,
 its Bearer key) take the path they take behind `Frontend=function-url`.
 """
@@ -20,9 +20,9 @@ import pytest
 from aws_lambda_powertools.utilities.parser.models import LambdaFunctionUrlModel
 from openai import NotFoundError, OpenAI
 
-from tests.support.aws_lambda import LambdaContext, built_lambda
-from tests.support.function_url import HOST, event_for, transport
-from tests.support.openai_shapes import assert_openai_error
+from devkit.aws_lambda import LambdaContext, built_lambda
+from devkit.function_url import HOST, event_for, transport
+from devkit.openai_shapes import assert_openai_error
 
 
 @pytest.fixture(scope="module")

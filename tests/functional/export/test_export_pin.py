@@ -17,8 +17,8 @@ for _module in ("torch", "transformers", "onnx"):
         reason="needs the export extra: pip install torch==2.13.0 -e '.[export]'",
     )
 
+from devkit.tiny_checkpoint import export_tiny, make_tiny_checkpoint  # noqa: E402
 from scripts.check_bundle_files import problems, read_pin  # noqa: E402
-from tests.support.tiny_checkpoint import export_tiny, make_tiny_checkpoint  # noqa: E402
 
 pytestmark = [pytest.mark.export, pytest.mark.slow]
 

@@ -29,13 +29,13 @@ from siglip_text.tools.export.checkpoint import (
 from siglip_text.tools.files import write_jsonl
 from siglip_text.tools.reference import make_reference
 
-from tests.support.references import pipeline_reference
-from tests.support.tiny_checkpoint import (
+from devkit.references import pipeline_reference
+from devkit.tiny_checkpoint import (
     REPOSITORY,
     REVISION,
     make_tiny_checkpoint,
 )
-from tests.support.tiny_checkpoint import export_tiny as _export
+from devkit.tiny_checkpoint import export_tiny as _export
 
 pytestmark = [pytest.mark.export, pytest.mark.slow]
 
@@ -515,7 +515,7 @@ def test_export_of_a_text_model_alone_records_no_logit_scale(tmp_path: Path) -> 
     import torch
     from transformers import Siglip2TextConfig, Siglip2TextModel
 
-    from tests.support.tiny_checkpoint import checkpoint_tokenizer
+    from devkit.tiny_checkpoint import checkpoint_tokenizer
 
     tokenizer = checkpoint_tokenizer()
     torch.manual_seed(0)

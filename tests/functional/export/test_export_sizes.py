@@ -33,8 +33,8 @@ from siglip_text.tools.export.tower_graph import (
     build_graph_in_child,
 )
 
-from tests.support.aws_lambda import built_lambda
-from tests.support.tiny_checkpoint import (
+from devkit.aws_lambda import built_lambda
+from devkit.tiny_checkpoint import (
     REPOSITORY,
     REVISION,
     export_tiny,

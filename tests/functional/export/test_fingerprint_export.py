@@ -40,8 +40,8 @@ from siglip_text.tools.fingerprint import (  # noqa: E402
     safetensors_header,
 )
 
-from tests.support.servers import free_port  # noqa: E402
-from tests.support.tiny_checkpoint import (  # noqa: E402
+from devkit.servers import free_port  # noqa: E402
+from devkit.tiny_checkpoint import (  # noqa: E402
     REPOSITORY,
     REVISION,
     export_tiny,

@@ -1,6 +1,6 @@
 """The contract fingerprint and ``POST /tokenize`` with the real 256k Gemma tokenizer.
 
-A tiny-width SigLIP 2 tower with the real vocabulary (tests/support/gemma.py), in both
+A tiny-width SigLIP 2 tower with the real vocabulary (devkit/gemma.py), in both
 checkpoint shapes a user meets (the Hub's ``<bos>`` post-processor; ``$A <eos>``): their
 fingerprints are equal, since the server applies the contract's own BOS/EOS rule whatever
 the post-processor says; the exported bundle (its tokenizer pruned) records the checkpoint's
@@ -28,8 +28,8 @@ from siglip_text.http.app import create_app  # noqa: E402
 from siglip_text.tools.export.pipeline import ExportOptions, export_bundle  # noqa: E402
 from siglip_text.tools.fingerprint import checkpoint_fingerprint  # noqa: E402
 
-from tests.support import gemma  # noqa: E402
-from tests.support.edge_texts import edge_texts  # noqa: E402
+from devkit import gemma  # noqa: E402
+from devkit.edge_texts import edge_texts  # noqa: E402
 
 pytestmark = [pytest.mark.export, pytest.mark.gemma, pytest.mark.slow]
 

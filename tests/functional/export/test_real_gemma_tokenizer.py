@@ -2,7 +2,7 @@
 
 A tiny-width ``Siglip2TextModel`` with the real vocabulary is exported (the production
 export) with the real Gemma tokenizer, in the checkpoint shapes a user meets (see
-tests/support/gemma.py). The bundle's ids must equal SigLIP 2's tokenizer as transformers
+devkit/gemma.py). The bundle's ids must equal SigLIP 2's tokenizer as transformers
 documents it (``GemmaTokenizerFast(add_bos_token=False, add_eos_token=True)`` on lowercased
 text, ``padding="max_length"``, ``max_length=64``, truncation), with special-token strings
 taken as text, on every edge-case text. Skips when ``SIGLIP_GEMMA_TOKENIZER_DIR`` is unset.
@@ -23,8 +23,8 @@ from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 from siglip_text.tools.export.pipeline import ExportOptions, export_bundle
 
-from tests.support import gemma
-from tests.support.edge_texts import SPECIAL_STRINGS, edge_texts
+from devkit import gemma
+from devkit.edge_texts import SPECIAL_STRINGS, edge_texts
 
 pytestmark = [pytest.mark.export, pytest.mark.gemma, pytest.mark.slow]
 
@@ -214,7 +214,7 @@ def test_verify_names_a_pipeline_reference_of_the_contradictory_checkpoint(
     from siglip_text.tools.reference import make_reference
     from siglip_text.tools.verify.checks import load_references, verify
 
-    from tests.support.references import pipeline_reference
+    from devkit.references import pipeline_reference
 
     texts = TEXTS[:40]
     checkpoint = loaded["bos"]

@@ -16,9 +16,12 @@ from siglip_text.engine.tokenization import WINDOW_BYTES_PER_TOKEN, SiglipTokeni
 from siglip_text.tools.fingerprint import served_tokenizer_data
 from tokenizers import Tokenizer
 
-from tests.support import gemma
+from devkit import gemma
 
-pytestmark = [pytest.mark.slow, pytest.mark.gemma]  # the 256k tokenizer loads in about a second, its texts in 2
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.gemma,
+]  # the 256k tokenizer loads in about a second, its texts in 2
 
 LENGTH = 64
 KEPT = LENGTH - 1

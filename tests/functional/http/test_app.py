@@ -15,8 +15,8 @@ from siglip_text.engine.encoder import OnnxEncoder, SessionConfig
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 
-from tests.support.graphs import save_graph
-from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
+from devkit.graphs import save_graph
+from devkit.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
 
 URL = "/v1/embeddings"
 

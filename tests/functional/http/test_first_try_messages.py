@@ -11,7 +11,7 @@ from siglip_text.engine.errors import ConfigError
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 
-from tests.support.openai_shapes import assert_openai_error
+from devkit.openai_shapes import assert_openai_error
 
 URL = "/v1/embeddings"
 CL100K_IDS = [[64, 2579, 2565]]  # what LangChain sends for "a red block" by default

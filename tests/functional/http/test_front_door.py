@@ -30,7 +30,7 @@ from siglip_text.http.app import create_app
 from siglip_text.http.auth import ApiKeyAuthenticator
 from siglip_text.http.errors import AuthenticationError
 
-from tests.support.aws_lambda import (
+from devkit.aws_lambda import (
     LambdaContext,
     built_lambda,
     built_lambda_with_key,
@@ -38,9 +38,9 @@ from tests.support.aws_lambda import (
     lambda_answer,
     load_event,
 )
-from tests.support.hostile import Hostile
-from tests.support.openai_shapes import assert_openai_error
-from tests.support.paths import ROOT
+from devkit.hostile import Hostile
+from devkit.openai_shapes import assert_openai_error
+from devkit.paths import ROOT
 
 # The key in events/*-with-api-key.json (a test value, not a credential).
 KEY = "sk-siglip-test-key-0123456789abcdef"

@@ -1,6 +1,6 @@
 """Fuzzing: hostile requests get valid embeddings or an OpenAI-shaped 4xx; never a 5xx or a hang.
 
-Hypothesis generates each kind of hostile request in `tests/support/hostile.py` with a fixed seed
+Hypothesis generates each kind of hostile request in `devkit/hostile.py` with a fixed seed
 (``derandomize=True``) and a fixed number of examples; schemathesis generates requests from
 the app's own OpenAPI schema, positive and negative. Every request goes through the real app
 and the real demo model: in-process (ASGI), and through the Lambda handler inside REST v1 and
@@ -33,16 +33,16 @@ from siglip_text.engine.config import Settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 
-from tests.support.asgi import asgi_call
-from tests.support.aws_lambda import (
+from devkit.asgi import asgi_call
+from devkit.aws_lambda import (
     LambdaContext,
     built_lambda,
     gateway_event,
     lambda_answer,
     load_event,
 )
-from tests.support.guards import hang_guard, rss_bytes
-from tests.support.hostile import KINDS, VOCAB_SIZE, Hostile, Tally, check_answer, fuzz_settings
+from devkit.guards import hang_guard, rss_bytes
+from devkit.hostile import KINDS, VOCAB_SIZE, Hostile, Tally, check_answer, fuzz_settings
 
 pytestmark = pytest.mark.slow  # fuzzing
 

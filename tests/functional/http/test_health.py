@@ -13,7 +13,7 @@ from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 
-from tests.support.aws_lambda import built_lambda
+from devkit.aws_lambda import built_lambda
 
 
 def test_health_shows_status_model_revision_dimension_and_fingerprint_only(

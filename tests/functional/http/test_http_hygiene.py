@@ -21,14 +21,14 @@ from siglip_text.engine.config import Settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.errors import AuthenticationError
 
-from tests.support.aws_lambda import (
+from devkit.aws_lambda import (
     LambdaContext,
     built_lambda,
     built_lambda_with_key,
     lambda_answer,
     load_event,
 )
-from tests.support.openai_shapes import assert_openai_error
+from devkit.openai_shapes import assert_openai_error
 
 # The key in events/*-with-api-key.json (a test value, not a credential).
 KEY = "sk-siglip-test-key-0123456789abcdef"

@@ -28,11 +28,11 @@ from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 from siglip_text.http.observability import LoggingObserver
 
-from tests.support.asgi import asgi_call
-from tests.support.aws_lambda import plain_package_loggers
-from tests.support.graphs import save_graph
-from tests.support.openai_shapes import assert_openai_error
-from tests.support.paths import EVENTS, ROOT
+from devkit.asgi import asgi_call
+from devkit.aws_lambda import plain_package_loggers
+from devkit.graphs import save_graph
+from devkit.openai_shapes import assert_openai_error
+from devkit.paths import EVENTS, ROOT
 
 URL = "/v1/embeddings"
 MARKER = "zebra-quokka-7f3a91-private-query"
@@ -190,7 +190,7 @@ if auth:
     os.environ["SIGLIP_API_KEY_SECRET_ARN"] = client.create_secret(
         Name="siglip-text/api-key", SecretString={key!r})["ARN"]
 import siglip_text.lambda_function as lf
-from tests.support.aws_lambda import LambdaContext
+from devkit.aws_lambda import LambdaContext
 requests = json.load(open({requests!r}))
 
 rest = json.load(open({events!r} + "/rest-embeddings-text.json"))

@@ -23,15 +23,15 @@ from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 from siglip_text.http.embeddings import parse_request
 
-from tests.support.asgi import asgi_call
-from tests.support.aws_lambda import (
+from devkit.asgi import asgi_call
+from devkit.aws_lambda import (
     LambdaContext,
     built_lambda,
     gateway_event,
     lambda_answer,
     load_event,
 )
-from tests.support.hostile import Hostile, Tally, check_answer
+from devkit.hostile import Hostile, Tally, check_answer
 
 URL = "/v1/embeddings"
 JSON = {"content-type": "application/json"}

@@ -12,8 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 from siglip_text.engine.service import EmbeddingService
 
-from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
-from tests.support.openai_shapes import assert_openai_error
+from devkit.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
+from devkit.openai_shapes import assert_openai_error
 
 
 def refused(response: Any) -> dict[str, Any]:

@@ -15,8 +15,8 @@ import pytest
 from fastapi.testclient import TestClient
 from siglip_text.engine.service import EmbeddingService
 
-from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
-from tests.support.openai_shapes import assert_openai_error, assert_openai_response
+from devkit.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
+from devkit.openai_shapes import assert_openai_error, assert_openai_response
 
 
 def inputs_with(service: EmbeddingService, bad: int, position: int) -> list[list[int]]:

@@ -22,9 +22,9 @@ from siglip_text.http.app import create_app
 from siglip_text.http.auth import build_authenticator
 from tokenizers import Tokenizer
 
-from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
-from tests.support.edge_texts import SPECIAL_STRINGS
-from tests.support.openai_shapes import assert_openai_error
+from devkit.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
+from devkit.edge_texts import SPECIAL_STRINGS
+from devkit.openai_shapes import assert_openai_error
 
 KEY = "sk-siglip-tokenize-test-key-0123456789"
 LONG = "a red block and a robot arm on the kitchen table " * 30

@@ -23,8 +23,8 @@ from siglip_text.engine.service import EmbeddingService
 from siglip_text.engine.tokenization import COUNT_CHARS
 from siglip_text.http.app import create_app
 
-from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
-from tests.support.openai_shapes import assert_openai_error, assert_openai_response
+from devkit.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
+from devkit.openai_shapes import assert_openai_error, assert_openai_response
 
 SHORT = "a photo of a cat"
 LONG = "zebra-secret a red block and a robot arm on the kitchen table " * 12

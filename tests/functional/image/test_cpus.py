@@ -6,7 +6,7 @@ recorded reference this CPU does not reproduce.
 
 The bundles are exported here from the tiny checkpoint (the full-range one is the demo tower
 quantized the way export did before the 7-bit form); the emulated runs go through
-tests/support/cpus.py, each CPU once per module, and skip with the reason where qemu (or
+devkit/cpus.py, each CPU once per module, and skip with the reason where qemu (or
 the arm64 root) is absent.
 """
 
@@ -32,8 +32,8 @@ from siglip_text.tools.export.quantize import (
     quantize_int8,
 )
 
-from tests.support.cpus import TEXTS, run_on_cpu, shows_own_cpuinfo, why_not
-from tests.support.tiny_checkpoint import export_tiny, make_tiny_checkpoint
+from devkit.cpus import TEXTS, run_on_cpu, shows_own_cpuinfo, why_not
+from devkit.tiny_checkpoint import export_tiny, make_tiny_checkpoint
 
 pytestmark = [pytest.mark.export, pytest.mark.emulation]
 

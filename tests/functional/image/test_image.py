@@ -3,7 +3,7 @@
 The SAM CLI builds the template's image functions (handler/Dockerfile, unchanged) from a copy
 of the project whose layers/model is the bundle under test, on the stand-in base image of
 scripts/make_standin_base_image.sh (AWS's runtime interface client and emulator on Debian),
-tests/support/sam_build.py; the other bundles (a private one, an exported one, a corrupted
+devkit/sam_build.py; the other bundles (a private one, an exported one, a corrupted
 one) are built with `docker build --network none` and the template's build arguments. .ci/run
 makes the stand-in and builds the function image once with network, so that the builds here
 change only the bundle and code layers and need no network. Each image then runs
@@ -47,12 +47,12 @@ from typing import Any, Protocol
 import numpy as np
 import pytest
 
+from devkit.aws_lambda import LambdaContext, built_lambda, expected_status
 from devkit.events import event_files, for_model, request_texts
+from devkit.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
+from devkit.paths import ROOT
 from devkit.sam import resolve, source_template, translate
-from tests.support.aws_lambda import LambdaContext, built_lambda, expected_status
-from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
-from tests.support.paths import ROOT
-from tests.support.sam_build import (
+from devkit.sam_build import (
     STANDIN_BASE,
     copy_bundle,
     project_copy,
@@ -639,7 +639,7 @@ def test_an_exported_bundle_serves_every_event(run_bundle: Any, tmp_path: Path) 
     pytest.importorskip("torch", reason="the export extra makes the bundle")
     from siglip_text.cli import main
 
-    from tests.support.tiny_checkpoint import REPOSITORY, REVISION, make_tiny_checkpoint
+    from devkit.tiny_checkpoint import REPOSITORY, REVISION, make_tiny_checkpoint
 
     # GIVEN a bundle written by `siglip-text export` from a (tiny, random) checkpoint
     checkpoint = make_tiny_checkpoint(tmp_path / "checkpoint")

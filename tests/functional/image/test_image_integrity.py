@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from devkit.paths import ROOT
+from devkit.sam_build import STANDIN_BASE
 from scripts.check_bundle_files import problems, read_pin
-from tests.support.paths import ROOT
-from tests.support.sam_build import STANDIN_BASE
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]  # Docker builds
 

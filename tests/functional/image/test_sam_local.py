@@ -1,6 +1,6 @@
 """SAM's own local commands on the project, as docs/deploy.md's "Test locally" runs them.
 
-A copy of the SAM project with the demo bundle as layers/model (tests/support/sam_build.py;
+A copy of the SAM project with the demo bundle as layers/model (devkit/sam_build.py;
 the stand-in base image, since tests have no network) is built with `sam build`, whose
 images are counted (one: the function's; the pre-traffic hook is a zip). Then, with the SAM
 CLI's emulator in a container of the Docker engine:
@@ -38,12 +38,12 @@ import numpy as np
 import pytest
 from botocore.config import Config
 
+from devkit.aws_lambda import expected_status
 from devkit.events import event_files
-from tests.support.aws_lambda import expected_status
-from tests.support.openai_shapes import assert_openai_error, assert_openai_response
-from tests.support.paths import ROOT
-from tests.support.readme import output, section, snippet
-from tests.support.sam_build import STANDIN_BASE, project_copy, sam_executable
+from devkit.openai_shapes import assert_openai_error, assert_openai_response
+from devkit.paths import ROOT
+from devkit.readme import output, section, snippet
+from devkit.sam_build import STANDIN_BASE, project_copy, sam_executable
 
 # SAM CLI, Docker, a container per invoke
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.sam_cli]

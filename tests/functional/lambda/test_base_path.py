@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from siglip_text.engine.config import load_settings
 
-from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer
-from tests.support.paths import EVENTS
+from devkit.aws_lambda import LambdaContext, built_lambda, lambda_answer
+from devkit.paths import EVENTS
 
 CUSTOM_DOMAIN = EVENTS / "custom-domain"
 

@@ -30,8 +30,8 @@ from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import PROBE_TEXT
 from siglip_text.tools.export.checks import probe_reference, record_self_check
 
-from tests.support.aws_lambda import LambdaContext, built_lambda
-from tests.support.deploy_hook import HOOK_DIRECTORY, load_hook
+from devkit.aws_lambda import LambdaContext, built_lambda
+from devkit.deploy_hook import HOOK_DIRECTORY, load_hook
 
 hook_module = load_hook()
 

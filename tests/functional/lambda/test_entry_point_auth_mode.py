@@ -9,7 +9,7 @@ from siglip_text.assembly import lambda_function
 from siglip_text.engine.config import load_settings
 from siglip_text.engine.errors import ConfigError
 
-from tests.support.aws_lambda import built_lambda, plain_package_loggers
+from devkit.aws_lambda import built_lambda, plain_package_loggers
 
 
 def test_the_function_refuses_to_start_without_an_auth_mode(

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.support.aws_lambda import LambdaContext, built_lambda, expected_status, load_event
-from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
-from tests.support.paths import EVENTS
+from devkit.aws_lambda import LambdaContext, built_lambda, expected_status, load_event
+from devkit.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
+from devkit.paths import EVENTS
 
 EVENT_FILES = sorted(p.name for p in EVENTS.glob("*.json"))
 

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from siglip_text.aws.function import LambdaFunction
 
-from tests.support.aws_lambda import (
+from devkit.aws_lambda import (
     LambdaContext,
     built_lambda,
     built_lambda_with_key,
     lambda_answer,
     load_event,
 )
-from tests.support.openai_shapes import assert_openai_error, assert_openai_response
+from devkit.openai_shapes import assert_openai_error, assert_openai_response
 
 TEMPLATES = ["rest-embeddings-text.json", "http-embeddings-text.json", "url-embeddings-text.json"]
 KEY = "sk-never-raises-0123456789"

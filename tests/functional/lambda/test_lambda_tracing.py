@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.support.paths import EVENTS
+from devkit.paths import EVENTS
 
 pytestmark = pytest.mark.slow  # the handler in fresh interpreters
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow  # the handler in fresh interpreters
 SCRIPT = f"""
 import json, sys
 import siglip_text.lambda_function as lf
-from tests.support.aws_lambda import LambdaContext
+from devkit.aws_lambda import LambdaContext
 event = json.load(open({str(EVENTS / "rest-embeddings-text.json")!r}))
 result = lf.handler(event, LambdaContext())
 print("STATUS", result["statusCode"], "TRACER", lf.tracer is not None,

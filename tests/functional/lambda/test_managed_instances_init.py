@@ -13,7 +13,7 @@ from siglip_text.engine.config import demo_model_dir, load_settings
 from siglip_text.engine.errors import ModelLoadError
 from siglip_text.engine.loading import load_service
 
-from tests.support.aws_lambda import built_lambda
+from devkit.aws_lambda import built_lambda
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Requests that fit: an answer over the frontend's response limit is refused before the model
 runs, and a request that cannot finish in the invocation's remaining time stops with an
 OpenAI-shaped 413 instead of a Lambda timeout. Through the real Lambda handler, on the demo
-bundle and on the demo widened to a base tower's 768 dimensions (tests/support/wide_bundle.py).
+bundle and on the demo widened to a base tower's 768 dimensions (devkit/wide_bundle.py).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from siglip_text.engine.loading import load_service
 from siglip_text.http.app import create_app
 from siglip_text.http.response_size import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_that_fit
 
-from tests.support.asgi import asgi_call
-from tests.support.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
-from tests.support.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
-from tests.support.wide_bundle import widen_demo_bundle
+from devkit.asgi import asgi_call
+from devkit.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
+from devkit.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
+from devkit.wide_bundle import widen_demo_bundle
 
 TEXTS = [f"a photo of object number {i}" for i in range(1000)]
 

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 from siglip_text.engine.service import EmbeddingService
 
-from tests.support.openai_shapes import assert_openai_error, assert_openai_response
-from tests.support.servers import demo_server
+from devkit.openai_shapes import assert_openai_error, assert_openai_response
+from devkit.servers import demo_server
 
 pytestmark = pytest.mark.slow  # a server subprocess under load
 

@@ -14,8 +14,8 @@ import json
 import pytest
 
 from benchmarks.request_memory import texts_of
-from tests.support.openai_shapes import assert_openai_error
-from tests.support.servers import MIB, running_server
+from devkit.openai_shapes import assert_openai_error
+from devkit.servers import MIB, running_server
 
 pytestmark = pytest.mark.slow  # a server subprocess
 

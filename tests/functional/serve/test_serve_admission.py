@@ -42,8 +42,8 @@ import numpy as np
 import pytest
 from siglip_text.engine.service import EmbeddingService
 
-from tests.support.openai_shapes import assert_openai_error
-from tests.support.servers import MIB, LiveServer, running_server
+from devkit.openai_shapes import assert_openai_error
+from devkit.servers import MIB, LiveServer, running_server
 
 pytestmark = pytest.mark.slow  # server subprocesses and 6 MB bodies
 

@@ -23,8 +23,8 @@ import openai
 import pytest
 import requests
 
-from tests.support.openai_shapes import assert_openai_error
-from tests.support.servers import LiveServer, running_server
+from devkit.openai_shapes import assert_openai_error
+from devkit.servers import LiveServer, running_server
 
 pytestmark = pytest.mark.slow  # server subprocesses and 7 to 40 MB bodies
 

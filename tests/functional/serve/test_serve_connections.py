@@ -23,8 +23,8 @@ from contextlib import ExitStack, suppress
 import httpx
 import pytest
 
-from tests.support.secrets_manager import secrets_server
-from tests.support.servers import LiveServer, free_port, running_server
+from devkit.secrets_manager import secrets_server
+from devkit.servers import LiveServer, free_port, running_server
 
 pytestmark = pytest.mark.slow  # server subprocesses
 

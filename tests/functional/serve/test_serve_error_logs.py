@@ -16,7 +16,7 @@ from siglip_text.engine.encoder import OnnxEncoder, SessionConfig
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 
-from tests.support.graphs import save_graph
+from devkit.graphs import save_graph
 
 QUERY = "my private query about a red block"
 GENERIC = "The server had an error while processing your request."

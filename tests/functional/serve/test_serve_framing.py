@@ -17,8 +17,8 @@ from siglip_text.engine.config import Settings
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.connections import MAX_HEADER_BYTES
 
-from tests.support.guarded_server import PARSERS, Exchange, exchange, guarded_server
-from tests.support.openai_shapes import assert_openai_error
+from devkit.guarded_server import PARSERS, Exchange, exchange, guarded_server
+from devkit.openai_shapes import assert_openai_error
 
 HOST = b"Host: 127.0.0.1\r\n"
 BODY = b'{"input":["a red block"]}'

@@ -35,8 +35,8 @@ import pytest
 import requests
 from siglip_text.engine.service import EmbeddingService
 
-from tests.support.openai_shapes import assert_openai_error
-from tests.support.servers import MIB, running_server
+from devkit.openai_shapes import assert_openai_error
+from devkit.servers import MIB, running_server
 
 pytestmark = pytest.mark.slow  # a one-minute soak
 

@@ -13,9 +13,9 @@ from contextlib import ExitStack, suppress
 import httpx
 import pytest
 
-from tests.support.openai_shapes import assert_openai_error
-from tests.support.secrets_manager import secrets_server
-from tests.support.servers import LiveServer, running_server
+from devkit.openai_shapes import assert_openai_error
+from devkit.secrets_manager import secrets_server
+from devkit.servers import LiveServer, running_server
 
 pytestmark = pytest.mark.slow  # server subprocesses
 

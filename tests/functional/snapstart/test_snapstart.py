@@ -19,6 +19,9 @@ from moto import mock_aws
 from siglip_text.aws.snapstart import NOT_RESTORED
 from siglip_text.http.errors import KeysUnavailableError
 
+from devkit.aws_lambda import LambdaContext, built_lambda, load_event
+from devkit.openai_shapes import assert_openai_error
+from devkit.secrets_manager import secrets_client
 from devkit.snapstart_emulation import (
     api_key_env,
     function_process,
@@ -26,9 +29,6 @@ from devkit.snapstart_emulation import (
     run_after_restore,
     run_before_snapshot,
 )
-from tests.support.aws_lambda import LambdaContext, built_lambda, load_event
-from tests.support.openai_shapes import assert_openai_error
-from tests.support.secrets_manager import secrets_client
 
 snapshot_restore_py = pytest.importorskip(
     "snapshot_restore_py", reason="snapshot-restore-py is a runtime dependency"

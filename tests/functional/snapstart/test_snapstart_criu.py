@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from devkit.aws_lambda import load_event
+from devkit.secrets_manager import secrets_client
 from devkit.snapstart_emulation import (
     FunctionProcess,
     criu_dump,
@@ -25,8 +27,6 @@ from devkit.snapstart_emulation import (
     function_env,
     wait_gone,
 )
-from tests.support.aws_lambda import load_event
-from tests.support.secrets_manager import secrets_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.emulation]
 

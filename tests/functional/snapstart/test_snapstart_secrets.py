@@ -24,10 +24,10 @@ from siglip_text.aws.snapstart import KEY_READ_DEADLINE_SECONDS
 from siglip_text.engine.errors import ConfigError
 from siglip_text.http.errors import KeysUnavailableError
 
+from devkit.aws_lambda import LambdaContext, built_lambda, load_event
+from devkit.openai_shapes import assert_openai_error
+from devkit.secrets_manager import SecretsServer, secrets_server
 from devkit.snapstart_emulation import record_secrets_calls, run_after_restore, run_before_snapshot
-from tests.support.aws_lambda import LambdaContext, built_lambda, load_event
-from tests.support.openai_shapes import assert_openai_error
-from tests.support.secrets_manager import SecretsServer, secrets_server
 
 snapshot_restore_py = pytest.importorskip(
     "snapshot_restore_py", reason="snapshot-restore-py is a runtime dependency"

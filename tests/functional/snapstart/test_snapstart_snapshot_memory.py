@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from devkit.secrets_manager import secrets_client
 from devkit.snapstart_emulation import (
     FunctionProcess,
     api_key_env,
@@ -32,7 +33,6 @@ from devkit.snapstart_emulation import (
     criu_dump,
     template_key,
 )
-from tests.support.secrets_manager import secrets_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.emulation]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.cost import cost_per_million, latency_at_memory
-from tests.support.paths import ROOT
+from devkit.paths import ROOT
 
 
 @pytest.mark.slow

@@ -88,7 +88,7 @@ def test_verify_against_a_live_endpoint_names_a_reference_that_starts_with_bos(
 def test_verify_against_an_endpoint_refusing_token_ids_checks_the_vectors_only(
     reference: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.support.servers import demo_server
+    from devkit.servers import demo_server
 
     # GIVEN an endpoint deployed as template.yaml does (TokenIdInputs=reject)
     refs = _write(tmp_path / "ref.jsonl", reference["cases"])

@@ -16,8 +16,8 @@ from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 from siglip_text.http.errors import InvalidHostError, error_answer
 
-from tests.support.aws_lambda import LambdaContext
-from tests.support.paths import EVENTS
+from devkit.aws_lambda import LambdaContext
+from devkit.paths import EVENTS
 
 
 def test_the_event_carries_the_request_as_api_gateway_would(

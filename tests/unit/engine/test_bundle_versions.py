@@ -1,7 +1,7 @@
 """Manifests written by earlier versions load through the typed manifest.
 
 The fixtures are manifests exactly as each version's ``siglip-text export`` wrote them for
-the tiny test checkpoint (tests/support/tiny_checkpoint.py): 0.1.0 from commit d811e98,
+the tiny test checkpoint (devkit/tiny_checkpoint.py): 0.1.0 from commit d811e98,
 0.3.0 from the last commit before the typed sections.
 """
 
@@ -19,7 +19,7 @@ from siglip_text.engine.bundle import (
 )
 from siglip_text.engine.self_check import check_int8_kernel
 
-from tests.support.paths import FIXTURES
+from devkit.paths import FIXTURES
 
 MANIFESTS = FIXTURES / "manifests"
 

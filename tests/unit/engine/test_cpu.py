@@ -17,7 +17,7 @@ from siglip_text.engine.cpu import (  # noqa: E402
 )
 from siglip_text.tools.emulation import N1_CPUINFO  # noqa: E402
 
-from tests.support.paths import FIXTURES  # noqa: E402
+from devkit.paths import FIXTURES  # noqa: E402
 
 
 def test_the_shipped_kernel_check_is_255_times_127_over_64() -> None:
@@ -47,7 +47,7 @@ def test_cpu_features_read_x86_flags_and_arm64_features() -> None:
 def test_kernel_graphs_are_what_the_script_writes() -> None:
     import importlib.util
 
-    from tests.support.paths import ROOT
+    from devkit.paths import ROOT
 
     spec = importlib.util.spec_from_file_location("mkc", ROOT / "scripts/make_kernel_check.py")
     assert spec is not None and spec.loader is not None

@@ -9,7 +9,7 @@ from siglip_text.engine.encoder import OnnxEncoder, SessionConfig, l2_normalize
 from siglip_text.engine.errors import InferenceError, ModelLoadError
 from siglip_text.engine.service import EmbeddingService
 
-from tests.support.graphs import save_graph
+from devkit.graphs import save_graph
 
 
 def encoder_for(path: Path, *, dimension: int = 32, batch: int = 32) -> OnnxEncoder:

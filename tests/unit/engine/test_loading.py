@@ -25,8 +25,8 @@ from siglip_text.engine.errors import ConfigError, ModelLoadError
 from siglip_text.engine.loading import ServiceInit, load_service, session_config
 from siglip_text.engine.service import PROBE_TEXT, EmbeddingService
 
-from tests.support.graphs import save_graph
-from tests.support.guards import hang_guard
+from devkit.graphs import save_graph
+from devkit.guards import hang_guard
 
 Corruption = Callable[[Path], None]
 

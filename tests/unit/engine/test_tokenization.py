@@ -15,7 +15,7 @@ from siglip_text.engine.tokenization import (
     SiglipTokenizer,
 )
 
-from tests.support.paths import FIXTURES
+from devkit.paths import FIXTURES
 
 PAD, EOS, BOS = 0, 1, 2
 

@@ -34,7 +34,7 @@ from siglip_text.http.errors import (
     status_for,
 )
 
-from tests.support.openai_shapes import assert_openai_error
+from devkit.openai_shapes import assert_openai_error
 
 
 @pytest.mark.parametrize(

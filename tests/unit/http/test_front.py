@@ -15,7 +15,7 @@ from typing import Any
 from siglip_text.http.admission import Admission
 from siglip_text.http.front import Front
 
-from tests.support.openai_shapes import assert_openai_error
+from devkit.openai_shapes import assert_openai_error
 
 BODY = json.dumps({"input": "a red block"}).encode()
 SCOPE = {

@@ -5,7 +5,7 @@ import json
 import numpy as np
 from siglip_text.http.schemas import embeddings_response, encode_base64
 
-from tests.support.openai_shapes import assert_openai_response, decode_base64
+from devkit.openai_shapes import assert_openai_response, decode_base64
 
 
 def test_base64_rows_decode_like_openai_python() -> None:

@@ -15,7 +15,7 @@ from siglip_text.cli import main
 from siglip_text.tools.deploy_check import check_config_env, split_overrides
 from siglip_text.tools.errors import ToolError
 
-from tests.support.paths import ROOT
+from devkit.paths import ROOT
 
 SAMCONFIG = ROOT / "samconfig.toml"
 TOPIC = "arn:aws:sns:us-east-1:123456789012:siglip-text-alarms"

@@ -27,7 +27,7 @@ from siglip_text.tools.export.tokenizer_merges import (
 from siglip_text.tools.texts import EDGE_CASE_TEXTS, synthetic_captions
 from tokenizers import Tokenizer
 
-from tests.support.gemma import SKIP_REASON, tokenizer_dir
+from devkit.gemma import SKIP_REASON, tokenizer_dir
 
 ALPHABET = list("aAbBzZ ÉéÜüßẞΣσςΑαДдЖжİıi\u0307\u0301.,'!?0123456789\t\n") + [
     "猫",
