@@ -562,7 +562,7 @@ def _js_regex(pattern: str) -> re.Pattern[str]:
 
 
 def test_the_bot_rewrites_every_file_that_pins_the_base_image_so_its_change_is_whole() -> None:
-    # GIVEN the patching bot's rule for the base image (docs/deploy.md, "Patching")
+    # GIVEN the patching bot's rule for the base image (docs/deploy-updates.md, "Patching")
     config = json.loads(RENOVATE.read_text())
     (manager,) = [m for m in config["customManagers"] if m.get("datasourceTemplate") == "docker"]
     patterns = [_js_regex(p) for p in manager["managerFilePatterns"]]

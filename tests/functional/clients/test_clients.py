@@ -168,7 +168,7 @@ def cosines(got: Any, expected: np.ndarray) -> np.ndarray:
 
 def test_every_snippet_in_the_docs_has_a_test() -> None:
     in_readme = {"rank-captions", "set-up-and-test"}  # the latter: .ci/run's first step
-    # docs/deploy.md's Logs Insights queries: tests/docs/test_observability_docs.py runs them
+    # docs/deploy-observability.md's Logs Insights queries: tests/docs/test_observability_docs.py runs them
     in_deploy = {
         "logs-slowest-queries",
         "logs-slowest-invocations",
@@ -182,7 +182,7 @@ def test_every_snippet_in_the_docs_has_a_test() -> None:
     # the README's demo shows the first example; docs/clients.md holds every client's
     sources = {name: "docs/clients.md" for name in tested}
     sources.update({name: "README.md" for name in in_readme})
-    sources.update({name: "docs/deploy.md" for name in in_deploy})
+    sources.update({name: "docs/deploy-observability.md" for name in in_deploy})
     assert {name: block.source for name, block in found.items()} == sources
 
 
