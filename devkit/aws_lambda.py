@@ -17,15 +17,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from siglip_text.assembly import lambda_function
 from siglip_text.aws.function import LambdaFunction
 from siglip_text.engine.config import load_settings
 
 from devkit.lambda_context import LambdaContext as LambdaContext  # the tests' name for it
 from devkit.paths import EVENTS
+from devkit.secrets_manager import in_process_secret
 
 if TYPE_CHECKING:
     from devkit.hostile import Hostile
@@ -55,18 +54,13 @@ def built_lambda(model_dir: Path, **env: str) -> Iterator[LambdaFunction]:
 def built_lambda_with_key(model_dir: Path, key: str) -> Iterator[LambdaFunction]:
     """`built_lambda` in auth mode api-key, its one key in a secret of moto's in-process
     Secrets Manager."""
-    patch = pytest.MonkeyPatch()
-    patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    try:
-        with mock_aws():
-            client = boto3.client("secretsmanager", region_name="us-east-1")
-            arn = client.create_secret(Name="siglip-text/api-key", SecretString=key)["ARN"]
-            with built_lambda(
-                model_dir, SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=arn
-            ) as function:
-                yield function
-    finally:
-        patch.undo()
+    with (
+        in_process_secret(key) as (_, arn),
+        built_lambda(
+            model_dir, SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=arn
+        ) as function,
+    ):
+        yield function
 
 
 @contextmanager
@@ -88,6 +82,21 @@ def plain_package_loggers() -> Iterator[None]:
         for logger, handlers, level, propagate, disabled in saved:
             logger.handlers, logger.propagate, logger.disabled = handlers, propagate, disabled
             logger.setLevel(level)
+
+
+def event_with_key(key: str, name: str = "rest-embeddings-with-api-key.json") -> dict[str, Any]:
+    """The event file ``name`` presenting ``key`` (``Authorization: Bearer <key>``), in its
+    headers and, where the event has them (REST v1), its multi-value headers."""
+    event = load_event(name)
+    value = f"Bearer {key}"
+    for field in ("headers", "multiValueHeaders"):
+        headers = event.get(field)
+        if headers is None:
+            continue
+        for header in [h for h in headers if h.lower() == "authorization"]:
+            del headers[header]
+        headers["Authorization"] = [value] if field == "multiValueHeaders" else value
+    return event
 
 
 def load_event(name: str) -> dict[str, Any]:

@@ -157,6 +157,19 @@ def secrets_server(secret: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sec
 
 
 @contextlib.contextmanager
+def in_process_secret(value: str) -> Iterator[tuple[Any, str]]:
+    """moto's Secrets Manager in process (``mock_aws``) holding one secret of ``value``: a
+    client of it and the secret's ARN."""
+    from moto import mock_aws
+
+    with pytest.MonkeyPatch.context() as patch, mock_aws():
+        patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        client = boto3.client("secretsmanager", region_name="us-east-1")
+        arn = client.create_secret(Name="siglip-text/api-key", SecretString=value)["ARN"]
+        yield client, arn
+
+
+@contextlib.contextmanager
 def moto_endpoint() -> Iterator[str]:
     """moto in server mode on loopback, for a function in another process: its URL (each
     test names its secrets for itself)."""

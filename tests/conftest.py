@@ -18,8 +18,9 @@ from siglip_text.http.app import create_app
 
 from devkit import outcomes
 from devkit.aws_lambda import LambdaContext
+from devkit.keys import KEY
 from devkit.paths import FIXTURES
-from devkit.secrets_manager import moto_endpoint
+from devkit.secrets_manager import SecretsServer, moto_endpoint, secrets_server
 from devkit.servers import demo_server
 from devkit.snapstart_emulation import criu_unavailable
 
@@ -122,3 +123,12 @@ def moto_server() -> Iterator[str]:
     pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
     with moto_endpoint() as endpoint:
         yield endpoint
+
+
+@pytest.fixture
+def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[SecretsServer]:
+    """Secrets Manager (moto in server mode, behind a relay that can hang) holding `KEY`;
+    botocore's Secrets Manager endpoint is the relay."""
+    pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
+    with secrets_server(KEY, monkeypatch) as server:
+        yield server

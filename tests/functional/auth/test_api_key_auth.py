@@ -26,12 +26,10 @@ from siglip_text.http.auth import build_authenticator
 
 from devkit.aws_lambda import LambdaContext, built_lambda, load_event
 from devkit.keyed_apps import Clock, keyed_app
+from devkit.keys import KEY, NEW_KEY
 from devkit.openai_shapes import assert_openai_error, assert_openai_response
 from devkit.paths import EVENTS
 
-# The key in events/*-with-api-key.json (a test value, not a credential).
-KEY = "sk-siglip-test-key-0123456789abcdef"
-NEW_KEY = "sk-siglip-rotated-key-fedcba9876543210"
 BODY = {"input": ["a red block", "a robot arm"]}
 
 

@@ -10,7 +10,6 @@ waiting; what they wait for is `serve`'s background read of the secret to end); 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,19 +22,12 @@ from siglip_text.http.auth import REFRESH_LEAD_SECONDS, ApiKeyAuthenticator
 from siglip_text.http.key_secret import default_provider
 
 from devkit.keyed_apps import Clock, keyed_app
+from devkit.keys import KEY
 from devkit.openai_shapes import assert_openai_error
-from devkit.secrets_manager import SecretsServer, secrets_server
+from devkit.secrets_manager import SecretsServer
 
-# A test value, not a credential.
-KEY = "sk-siglip-test-key-0123456789abcdef"
 CACHE_SECONDS = 300
 MAX_STALENESS_SECONDS = 900
-
-
-@pytest.fixture
-def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[SecretsServer]:
-    with secrets_server(KEY, monkeypatch) as server:
-        yield server
 
 
 def make(

@@ -17,13 +17,12 @@ import httpx
 import pytest
 
 from devkit.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
+from devkit.keys import KEY
 from devkit.secrets_manager import secrets_server
 from devkit.servers import running_server
 
 pytestmark = pytest.mark.slow  # 37 s of real time, a server subprocess
 
-# The key the events in events/ carry: a test value, not a credential.
-KEY = "sk-siglip-test-key-0123456789abcdef"
 SHORTEST = {"SIGLIP_API_KEY_CACHE_SECONDS": "10", "SIGLIP_API_KEY_MAX_STALENESS_SECONDS": "10"}
 QUIET_SECONDS = 12
 AFTER_QUIET = 5

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -23,22 +22,15 @@ from siglip_text.http.key_secret import default_provider
 
 from devkit.aws_lambda import LambdaContext, built_lambda, load_event
 from devkit.keyed_apps import Clock, keyed_app
+from devkit.keys import KEY, NEW_KEY
 from devkit.openai_shapes import assert_openai_error
-from devkit.secrets_manager import SecretsServer, secrets_server
+from devkit.secrets_manager import SecretsServer
 
-KEY = "sk-siglip-test-key-0123456789abcdef"
-NEW_KEY = "sk-siglip-rotated-key-fedcba9876543210"
 BODY = {"input": ["a red block"]}
 CACHE_SECONDS = 300
 MAX_STALENESS_SECONDS = 900
 #: The default client's bound on one read: connect (2 s) plus read (3 s) timeouts, one attempt.
 ONE_REFRESH_SECONDS = 5.0
-
-
-@pytest.fixture
-def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[SecretsServer]:
-    with secrets_server(KEY, monkeypatch) as server:
-        yield server
 
 
 def make(

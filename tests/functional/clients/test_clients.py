@@ -168,7 +168,7 @@ def cosines(got: Any, expected: np.ndarray) -> np.ndarray:
 
 def test_every_snippet_in_the_docs_has_a_test() -> None:
     in_readme = {"rank-captions", "set-up-and-test"}  # the latter: .ci/run's first step
-    # docs/deploy-observability.md's Logs Insights queries: tests/docs/test_observability_docs.py runs them
+    # docs/deploy-observability.md's Logs Insights queries (tests/docs/test_observability_docs.py)
     in_deploy = {
         "logs-slowest-queries",
         "logs-slowest-invocations",

@@ -39,11 +39,10 @@ from devkit.aws_lambda import (
     load_event,
 )
 from devkit.hostile import Hostile
+from devkit.keys import KEY
 from devkit.openai_shapes import assert_openai_error
 from devkit.paths import ROOT
 
-# The key in events/*-with-api-key.json (a test value, not a credential).
-KEY = "sk-siglip-test-key-0123456789abcdef"
 BODY = json.dumps({"input": ["a red block", "a robot arm"]}).encode()
 JSON = {"content-type": "application/json"}
 REQUESTS = 3

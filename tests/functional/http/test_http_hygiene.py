@@ -28,10 +28,9 @@ from devkit.aws_lambda import (
     lambda_answer,
     load_event,
 )
+from devkit.keys import KEY
 from devkit.openai_shapes import assert_openai_error
 
-# The key in events/*-with-api-key.json (a test value, not a credential).
-KEY = "sk-siglip-test-key-0123456789abcdef"
 BODY = json.dumps({"input": "a red block"}).encode()
 GATEWAYS = ("rest", "url")
 

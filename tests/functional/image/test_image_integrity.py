@@ -159,8 +159,8 @@ def test_the_check_names_every_kind_of_mismatch(tmp_path: Path) -> None:
 def test_the_image_has_no_user_and_the_project_runs_it_as_a_non_root_one() -> None:
     """No USER: Lambda runs the function as its own non-root user whatever the image says,
     and `sam local` adds its emulator in a build step that runs as the image's user, which a
-    non-root USER breaks (docs/deploy.md, "Test locally"; docs/deploy-local.md). Where the project runs the image
-    itself (the docs' `docker run`, the image test), it passes a non-root `--user`."""
+    non-root USER breaks (docs/deploy.md, "Test locally"). Where the project runs the image
+    itself (docs/deploy-local.md's `docker run`, the image test), it passes a non-root `--user`."""
     assert not [line for line in DOCKERFILE.read_text().splitlines() if line.startswith("USER ")]
     local = (ROOT / "docs" / "deploy-local.md").read_text()
     runs = re.findall(r"^docker run .*$", local, re.MULTILINE)

@@ -23,12 +23,12 @@ from contextlib import ExitStack, suppress
 import httpx
 import pytest
 
+from devkit.keys import KEY
 from devkit.secrets_manager import secrets_server
 from devkit.servers import LiveServer, free_port, running_server
 
 pytestmark = pytest.mark.slow  # server subprocesses
 
-KEY = "sk-siglip-test-key-0123456789abcdef"
 BODY = json.dumps({"input": ["a red block on the table"] * 4}).encode()
 SILENT = 150
 SLOW_HEADERS = 150

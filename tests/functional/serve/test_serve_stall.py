@@ -13,13 +13,13 @@ from contextlib import ExitStack, suppress
 import httpx
 import pytest
 
+from devkit.keys import KEY
 from devkit.openai_shapes import assert_openai_error
 from devkit.secrets_manager import secrets_server
 from devkit.servers import LiveServer, running_server
 
 pytestmark = pytest.mark.slow  # server subprocesses
 
-KEY = "sk-siglip-test-key-0123456789abcdef"
 BODY = json.dumps({"input": ["a red block on the table"] * 4}).encode()
 TRICKLERS = 40
 

@@ -8,18 +8,16 @@ tests/functional/snapstart/test_snapstart_criu.py checkpoints and restores the p
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from siglip_text.aws.snapstart import NOT_RESTORED
 from siglip_text.http.errors import KeysUnavailableError
 
-from devkit.aws_lambda import LambdaContext, built_lambda, load_event
+from devkit.aws_lambda import LambdaContext, built_lambda, event_with_key, load_event
+from devkit.keys import KEY, NEW_KEY
 from devkit.openai_shapes import assert_openai_error
 from devkit.secrets_manager import secrets_client
 from devkit.snapstart_emulation import (
@@ -35,44 +33,7 @@ snapshot_restore_py = pytest.importorskip(
 )
 
 # Test values, not credentials.
-KEY = "sk-siglip-test-key-0123456789abcdef"
-NEW_KEY = "sk-siglip-rotated-key-fedcba9876543210"
 EMBED = "rest-embeddings-with-api-key.json"
-
-
-def with_key(key: str, name: str = EMBED) -> dict[str, Any]:
-    event = load_event(name)
-    for headers in (event["headers"], event.get("multiValueHeaders") or {}):
-        for header in list(headers):
-            if header.lower() == "authorization":
-                value = f"Bearer {key}"
-                headers[header] = [value] if isinstance(headers[header], list) else value
-    return event
-
-
-@pytest.fixture
-def registries() -> Iterator[tuple[list[Any], list[Any]]]:
-    """snapshot_restore_py's registries (process-wide lists), emptied around each test."""
-    before = snapshot_restore_py.get_before_snapshot()
-    after = snapshot_restore_py.get_after_restore()
-    saved = before[:], after[:]
-    before.clear()
-    after.clear()
-    try:
-        yield before, after
-    finally:
-        before[:], after[:] = saved
-
-
-@pytest.fixture
-def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str, list[str]]]:
-    """moto's Secrets Manager in process: the client, the secret's ARN, GetSecretValue calls."""
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with mock_aws():
-        client = boto3.client("secretsmanager", region_name="us-east-1")
-        arn = client.create_secret(Name="siglip-text/api-key", SecretString=KEY)["ARN"]
-        reads: list[str] = []
-        yield client, arn, reads
 
 
 def counting_reads(function: ModuleType, reads: list[str]) -> None:
@@ -97,11 +58,12 @@ def test_a_snap_start_init_registers_a_before_snapshot_and_an_after_restore_hook
 def test_after_restore_the_keys_are_read_again_and_a_request_with_the_key_is_answered(
     demo_dir: Path,
     registries: tuple[list[Any], list[Any]],
-    secrets: tuple[Any, str, list[str]],
+    moto_secret: tuple[Any, str],
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    client, arn, reads = secrets
+    _, arn = moto_secret
+    reads: list[str] = []
     env = {
         "AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start",
         "SIGLIP_AUTH_MODE": "api-key",
@@ -113,7 +75,7 @@ def test_after_restore_the_keys_are_read_again_and_a_request_with_the_key_is_ans
         # GIVEN the snapshot taken: no key held, every request refused until a restore
         run_before_snapshot()
         assert authenticator.provider.store == {}
-        refused = function.handler(with_key(KEY), LambdaContext())
+        refused = function.handler(event_with_key(KEY), LambdaContext())
         assert refused["statusCode"] == 500
         assert_openai_error(json.loads(refused["body"]))
         assert reads == []
@@ -122,10 +84,10 @@ def test_after_restore_the_keys_are_read_again_and_a_request_with_the_key_is_ans
         run_after_restore()
         # THEN the secret was read again, and the key is accepted, a wrong one refused
         assert reads == [arn]
-        answered = function.handler(with_key(KEY), LambdaContext())
+        answered = function.handler(event_with_key(KEY), LambdaContext())
         assert answered["statusCode"] == 200, answered["body"]
         assert len(json.loads(answered["body"])["data"]) == 1
-        assert function.handler(with_key(NEW_KEY), LambdaContext())["statusCode"] == 401
+        assert function.handler(event_with_key(NEW_KEY), LambdaContext())["statusCode"] == 401
         # AND the restore was logged and counted, and the first request is a cold start
         assert "restored from a snapshot" in caplog.messages
         out = capsys.readouterr().out
@@ -137,9 +99,9 @@ def test_after_restore_the_keys_are_read_again_and_a_request_with_the_key_is_ans
 
 
 def test_a_restore_fails_closed_when_the_secret_cannot_be_read(
-    demo_dir: Path, registries: tuple[list[Any], list[Any]], secrets: tuple[Any, str, list[str]]
+    demo_dir: Path, registries: tuple[list[Any], list[Any]], moto_secret: tuple[Any, str]
 ) -> None:
-    client, arn, _ = secrets
+    client, arn = moto_secret
     env = {
         "AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start",
         "SIGLIP_AUTH_MODE": "api-key",
@@ -150,7 +112,7 @@ def test_a_restore_fails_closed_when_the_secret_cannot_be_read(
         client.delete_secret(SecretId=arn, ForceDeleteWithoutRecovery=True)
         with pytest.raises(KeysUnavailableError):
             run_after_restore()
-        assert function.handler(with_key(KEY), LambdaContext())["statusCode"] == 500
+        assert function.handler(event_with_key(KEY), LambdaContext())["statusCode"] == 500
 
 
 def test_another_hosts_arithmetic_fails_the_restore_and_nothing_is_served(
@@ -206,7 +168,7 @@ def test_after_the_before_snapshot_hooks_no_key_nor_digest_is_reachable(
     arn = client.create_secret(Name=f"siglip-text/{tmp_path.name}", SecretString=rotating)["ARN"]
     with function_process(api_key_env(demo_dir, moto_server, arn), tmp_path) as function:
         assert function.call("hooks") == {"before": 1, "after": 1}
-        assert function.invoke(with_key(KEY))["statusCode"] == 200
+        assert function.invoke(event_with_key(KEY))["statusCode"] == 200
         # GIVEN an initialized function that has served a request with a key: the search
         # finds both keys (as text) and their digests, so it can find them
         masked = [mask(KEY), mask(NEW_KEY)]  # needles: [bytes, str, digest] per key
@@ -220,4 +182,4 @@ def test_after_the_before_snapshot_hooks_no_key_nor_digest_is_reachable(
         # hooks made the first read: a snap-start init reads none)
         assert function.call("after_restore") == {"ok": True}
         assert function.call("reads") == {"reads": 2}
-        assert function.invoke(with_key(NEW_KEY))["statusCode"] == 200
+        assert function.invoke(event_with_key(NEW_KEY))["statusCode"] == 200

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from devkit.aws_lambda import load_event
+from devkit.aws_lambda import event_with_key
+from devkit.keys import KEY, NEW_KEY
 from devkit.secrets_manager import secrets_client
 from devkit.snapstart_emulation import (
     FunctionProcess,
@@ -29,17 +30,6 @@ from devkit.snapstart_emulation import (
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.emulation]
-
-# Test values, not credentials.
-KEY = "sk-siglip-test-key-0123456789abcdef"
-NEW_KEY = "sk-siglip-rotated-key-fedcba9876543210"
-
-
-def embed_event(key: str) -> dict[str, Any]:
-    event = load_event("rest-embeddings-batch.json")
-    event["headers"]["Authorization"] = f"Bearer {key}"
-    event.setdefault("multiValueHeaders", {})["Authorization"] = [f"Bearer {key}"]
-    return event
 
 
 def vectors(result: dict[str, Any]) -> np.ndarray:
@@ -67,7 +57,7 @@ def test_a_checkpointed_function_restores_answers_the_same_and_reads_the_rotated
     try:
         # GIVEN an initialized function, its answer, and the before-snapshot hooks run
         function.start()
-        expected = vectors(function.invoke(embed_event(KEY)))
+        expected = vectors(function.invoke(event_with_key(KEY, "rest-embeddings-batch.json")))
         assert function.call("before_snapshot") == {"ok": True}
         reads = function.call("reads")["reads"]  # the request's, before the snapshot
         # WHEN it is checkpointed (the process ends) and restored from the image
@@ -85,9 +75,14 @@ def test_a_checkpointed_function_restores_answers_the_same_and_reads_the_rotated
             # AND it answers the same vectors with the secret's current key, and refuses
             # the other
             np.testing.assert_allclose(
-                vectors(function.invoke(embed_event(key))), expected, atol=1e-6
+                vectors(function.invoke(event_with_key(key, "rest-embeddings-batch.json"))),
+                expected,
+                atol=1e-6,
             )
-            assert function.invoke(embed_event(refused))["statusCode"] == 401
+            assert (
+                function.invoke(event_with_key(refused, "rest-embeddings-batch.json"))["statusCode"]
+                == 401
+            )
             function.stop()
             restorer.wait(timeout=60)
             restorer = None

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from devkit.aws_lambda import load_event
-from devkit.secrets_manager import SecretsServer, secrets_server
+from devkit.aws_lambda import event_with_key
+from devkit.keys import KEY
+from devkit.secrets_manager import SecretsServer
 from devkit.snapstart_emulation import (
     FunctionProcess,
     criu_dump,
@@ -30,17 +30,8 @@ from devkit.snapstart_emulation import (
 
 pytestmark = [pytest.mark.slow, pytest.mark.emulation]
 
-# A test value, not a credential.
-KEY = "sk-siglip-test-key-0123456789abcdef"
 #: Lambda's limit on the runtime and the after-restore hooks together.
 LAMBDA_RESTORE_LIMIT_SECONDS = 10.0
-
-
-@pytest.fixture
-def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[SecretsServer]:
-    pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
-    with secrets_server(KEY, monkeypatch) as server:
-        yield server
 
 
 def test_a_restored_function_fails_closed_within_seconds_while_secrets_manager_hangs(
@@ -55,9 +46,7 @@ def test_a_restored_function_fails_closed_within_seconds_while_secrets_manager_h
         AWS_ACCESS_KEY_ID="testing",
         AWS_SECRET_ACCESS_KEY="testing",
     )
-    event = load_event("rest-embeddings-with-api-key.json")
-    event["headers"]["Authorization"] = f"Bearer {KEY}"
-    event.setdefault("multiValueHeaders", {})["Authorization"] = [f"Bearer {KEY}"]
+    event = event_with_key(KEY)
     function = FunctionProcess(env, tmp_path)
     images = tmp_path / "images"
     restorer: subprocess.Popen[bytes] | None = None

@@ -17,16 +17,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from siglip_text.aws.snapstart import KEY_READ_DEADLINE_SECONDS
 from siglip_text.engine.errors import ConfigError
 from siglip_text.http.errors import KeysUnavailableError
 
-from devkit.aws_lambda import LambdaContext, built_lambda, load_event
+from devkit.aws_lambda import LambdaContext, built_lambda, event_with_key
+from devkit.keys import KEY
 from devkit.openai_shapes import assert_openai_error
-from devkit.secrets_manager import SecretsServer, secrets_server
+from devkit.secrets_manager import SecretsServer
 from devkit.snapstart_emulation import record_secrets_calls, run_after_restore, run_before_snapshot
 
 snapshot_restore_py = pytest.importorskip(
@@ -34,34 +33,9 @@ snapshot_restore_py = pytest.importorskip(
 )
 
 # Test values, not credentials.
-KEY = "sk-siglip-test-key-0123456789abcdef"
 SNAP_START = {"AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start", "SIGLIP_AUTH_MODE": "api-key"}
 #: Lambda's limit on the runtime and the after-restore hooks together.
 LAMBDA_RESTORE_LIMIT_SECONDS = 10.0
-
-
-def with_key(key: str) -> dict[str, Any]:
-    event = load_event("rest-embeddings-with-api-key.json")
-    for headers in (event["headers"], event.get("multiValueHeaders") or {}):
-        for header in list(headers):
-            if header.lower() == "authorization":
-                value = f"Bearer {key}"
-                headers[header] = [value] if isinstance(headers[header], list) else value
-    return event
-
-
-@pytest.fixture
-def registries() -> Iterator[None]:
-    """snapshot_restore_py's registries (process-wide lists), emptied around each test."""
-    before = snapshot_restore_py.get_before_snapshot()
-    after = snapshot_restore_py.get_after_restore()
-    saved = before[:], after[:]
-    before.clear()
-    after.clear()
-    try:
-        yield
-    finally:
-        before[:], after[:] = saved
 
 
 @pytest.fixture
@@ -74,17 +48,10 @@ def calls() -> Iterator[list[str]]:
         stop()
 
 
-@pytest.fixture
-def moto_secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with mock_aws():
-        yield boto3.client("secretsmanager", region_name="us-east-1")
-
-
 def test_a_snap_start_init_describes_the_secret_and_reads_no_key_until_the_restore(
-    demo_dir: Path, registries: None, calls: list[str], moto_secrets: Any
+    demo_dir: Path, registries: Any, calls: list[str], moto_secret: tuple[Any, str]
 ) -> None:
-    arn = moto_secrets.create_secret(Name="siglip-text/api-key", SecretString=KEY)["ARN"]
+    client, arn = moto_secret
     calls.clear()
     # GIVEN a snap-start init and its before-snapshot hooks (the warm-up request included)
     with built_lambda(demo_dir, **SNAP_START, SIGLIP_API_KEY_SECRET_ARN=arn) as function:
@@ -95,29 +62,29 @@ def test_a_snap_start_init_describes_the_secret_and_reads_no_key_until_the_resto
         # WHEN the environment is restored: THEN the keys are read, and the key is accepted
         run_after_restore()
         assert calls == ["DescribeSecret", "GetSecretValue"]
-        assert function.handler(with_key(KEY), LambdaContext())["statusCode"] == 200
+        assert function.handler(event_with_key(KEY), LambdaContext())["statusCode"] == 200
 
 
 def test_an_on_demand_init_still_reads_the_keys_at_init(
-    demo_dir: Path, calls: list[str], moto_secrets: Any
+    demo_dir: Path, calls: list[str], moto_secret: tuple[Any, str]
 ) -> None:
-    arn = moto_secrets.create_secret(Name="siglip-text/api-key", SecretString=KEY)["ARN"]
+    client, arn = moto_secret
     calls.clear()
     env = {"SIGLIP_AUTH_MODE": "api-key", "SIGLIP_API_KEY_SECRET_ARN": arn}
     with built_lambda(demo_dir, **env) as function:
         assert calls == ["GetSecretValue"]
-        assert function.handler(with_key(KEY), LambdaContext())["statusCode"] == 200
+        assert function.handler(event_with_key(KEY), LambdaContext())["statusCode"] == 200
 
 
 @pytest.mark.parametrize("state", ["missing", "scheduled for deletion"])
 def test_a_snap_start_init_fails_on_a_secret_it_cannot_use(
-    demo_dir: Path, registries: None, moto_secrets: Any, state: str
+    demo_dir: Path, registries: Any, moto_secret: tuple[Any, str], state: str
 ) -> None:
-    arn = moto_secrets.create_secret(Name="siglip-text/api-key", SecretString=KEY)["ARN"]
+    client, arn = moto_secret
     if state == "missing":
-        moto_secrets.delete_secret(SecretId=arn, ForceDeleteWithoutRecovery=True)
+        client.delete_secret(SecretId=arn, ForceDeleteWithoutRecovery=True)
     else:
-        moto_secrets.delete_secret(SecretId=arn, RecoveryWindowInDays=7)
+        client.delete_secret(SecretId=arn, RecoveryWindowInDays=7)
     with (
         pytest.raises(ConfigError, match="API_KEY_SECRET_ARN") as raised,
         built_lambda(demo_dir, **SNAP_START, SIGLIP_API_KEY_SECRET_ARN=arn),
@@ -127,9 +94,9 @@ def test_a_snap_start_init_fails_on_a_secret_it_cannot_use(
 
 
 def test_the_warm_up_key_is_valid_only_during_the_warm_up(
-    demo_dir: Path, registries: None, moto_secrets: Any
+    demo_dir: Path, registries: Any, moto_secret: tuple[Any, str]
 ) -> None:
-    arn = moto_secrets.create_secret(Name="siglip-text/api-key", SecretString=KEY)["ARN"]
+    client, arn = moto_secret
     with built_lambda(demo_dir, **SNAP_START, SIGLIP_API_KEY_SECRET_ARN=arn) as function:
         # GIVEN the key the warm-up request presents (seen on its way into the app)
         presented: list[str] = []
@@ -146,17 +113,11 @@ def test_the_warm_up_key_is_valid_only_during_the_warm_up(
         assert warm_up_key != KEY and len(warm_up_key) >= 32
         # WHEN the environment is restored: THEN the warm-up key is refused, the real one not
         run_after_restore()
-        assert function.handler(with_key(warm_up_key), LambdaContext())["statusCode"] == 401
-        assert function.handler(with_key(KEY), LambdaContext())["statusCode"] == 200
+        assert function.handler(event_with_key(warm_up_key), LambdaContext())["statusCode"] == 401
+        assert function.handler(event_with_key(KEY), LambdaContext())["statusCode"] == 200
 
 
 # --- Secrets Manager hanging at the restore ----------------------------------------------------
-
-
-@pytest.fixture
-def hanging_secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[SecretsServer]:
-    with secrets_server(KEY, monkeypatch) as server:
-        yield server
 
 
 def timed_after_restore(bound: float) -> tuple[float, BaseException | None]:
@@ -184,27 +145,27 @@ def timed_after_restore(bound: float) -> tuple[float, BaseException | None]:
 @pytest.mark.slow  # waits out the deadline (3 s)
 @pytest.mark.parametrize("trickle", [False, True], ids=["never-answers", "trickles"])
 def test_a_restore_fails_closed_within_its_deadline_while_secrets_manager_hangs(
-    demo_dir: Path, registries: None, hanging_secrets: SecretsServer, trickle: bool
+    demo_dir: Path, registries: Any, secrets: SecretsServer, trickle: bool
 ) -> None:
-    env = {**SNAP_START, "SIGLIP_API_KEY_SECRET_ARN": hanging_secrets.arn}
+    env = {**SNAP_START, "SIGLIP_API_KEY_SECRET_ARN": secrets.arn}
     with built_lambda(demo_dir, **env) as function:
         run_before_snapshot()
         # GIVEN a Secrets Manager that accepts connections and never answers, or answers one
         # byte at a time (each byte restarts the client's read timeout)
-        hanging_secrets.relay.down(trickle=trickle)
+        secrets.relay.down(trickle=trickle)
         # WHEN the environment is restored
         elapsed, raised = timed_after_restore(LAMBDA_RESTORE_LIMIT_SECONDS - 2)
         print(f"\nafter-restore hooks, Secrets Manager hanging ({trickle=}): {elapsed:.2f} s")
         # THEN the hooks failed closed at the deadline, well inside Lambda's 10 s, after the
         # read reached the hung endpoint
         assert isinstance(raised, KeysUnavailableError), raised
-        assert hanging_secrets.relay.hung >= 1
+        assert secrets.relay.hung >= 1
         assert KEY_READ_DEADLINE_SECONDS <= elapsed < LAMBDA_RESTORE_LIMIT_SECONDS - 4, elapsed
         # AND nothing is served: every request is refused in OpenAI's shape
-        refused = function.handler(with_key(KEY), LambdaContext())
+        refused = function.handler(event_with_key(KEY), LambdaContext())
         assert refused["statusCode"] == 500
         assert_openai_error(json.loads(refused["body"]))
         # WHEN Secrets Manager answers again and another restore runs: THEN it serves
-        hanging_secrets.relay.restore()
+        secrets.relay.restore()
         run_after_restore()
-        assert function.handler(with_key(KEY), LambdaContext())["statusCode"] == 200
+        assert function.handler(event_with_key(KEY), LambdaContext())["statusCode"] == 200

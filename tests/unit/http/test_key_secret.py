@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from siglip_text.http.key_secret import (
     MIN_KEY_LENGTH,
     SecretFormatError,
@@ -18,7 +17,8 @@ from siglip_text.http.key_secret import (
     read_keys,
 )
 
-KEY = "k" * MIN_KEY_LENGTH
+from devkit.keys import KEY, NEW_KEY
+from devkit.secrets_manager import in_process_secret
 
 
 def test_a_plain_secret_is_the_one_key() -> None:
@@ -49,30 +49,26 @@ def test_a_malformed_secret_is_refused_without_quoting_it(secret: str, says: str
 
 
 @pytest.fixture
-def secret_arn(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with mock_aws():
-        client = boto3.client("secretsmanager", region_name="us-east-1")
-        yield client.create_secret(Name="siglip-text/api-key", SecretString=KEY)["ARN"]
+def secret() -> Iterator[tuple[Any, str]]:
+    with in_process_secret(KEY) as found:
+        yield found
 
 
-def test_read_keys_reads_the_secret_now_every_time(secret_arn: str) -> None:
+def test_read_keys_reads_the_secret_now_every_time(secret: tuple[Any, str]) -> None:
+    client, arn = secret
     provider = default_provider()
-    assert read_keys(secret_arn, provider=provider) == (KEY,)
+    assert read_keys(arn, provider=provider) == (KEY,)
     # WHEN the secret is rotated
-    rotated = "r" * MIN_KEY_LENGTH
-    boto3.client("secretsmanager", region_name="us-east-1").put_secret_value(
-        SecretId=secret_arn, SecretString=json.dumps({"keys": [rotated, KEY]})
-    )
+    client.put_secret_value(SecretId=arn, SecretString=json.dumps({"keys": [NEW_KEY, KEY]}))
     # THEN the next read sees it: the provider's cache is never used
-    assert read_keys(secret_arn, provider=provider) == (rotated, KEY)
+    assert read_keys(arn, provider=provider) == (NEW_KEY, KEY)
 
 
 def test_describe_names_the_error_of_a_missing_secret_and_bounds_its_length(
-    secret_arn: str,
+    secret: tuple[Any, str],
 ) -> None:
     with pytest.raises(Exception) as raised:
-        read_keys(secret_arn + "-gone", provider=default_provider())
+        read_keys(secret[1] + "-gone", provider=default_provider())
     said = describe(raised.value)
     assert said.startswith(type(raised.value).__name__)
     assert len(said) <= len(type(raised.value).__name__) + 2 + 300
