@@ -19,6 +19,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Literal
 
+import pytest
+
 from devkit.paths import ROOT
 from devkit.tiny_checkpoint import perturbed
 
@@ -51,6 +53,14 @@ def tokenizer_dir() -> Path | None:
     if not (path / "tokenizer.json").is_file() or not (path / "tokenizer_config.json").is_file():
         return None
     return path
+
+
+def tokenizer_dir_or_skip() -> Path:
+    """The fixture directory; the test skips, saying how to provide it, where it is absent."""
+    found = tokenizer_dir()
+    if found is None:
+        pytest.skip(SKIP_REASON)
+    return found
 
 
 def eos_post_processor() -> dict[str, Any]:

@@ -20,6 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
+
+from devkit.keys import KEY
+from devkit.secrets_manager import secrets_server
 
 MIB = 1024 * 1024
 
@@ -109,3 +113,17 @@ def running_server(*, log_level: str = "warning", **settings: str) -> Iterator[L
             process.kill()
             process.wait(timeout=10)
         server.log.unlink(missing_ok=True)
+
+
+@contextmanager
+def keyed_server(**settings: str) -> Iterator[LiveServer]:
+    """`running_server` in auth mode api-key, its key (`devkit.keys.KEY`) in moto's Secrets
+    Manager on loopback (`secrets_manager.secrets_server`)."""
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        secrets_server(KEY, patch) as secrets,
+        running_server(
+            SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=secrets.arn, **settings
+        ) as live,
+    ):
+        yield live

@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from siglip_text.aws.function import LambdaFunction
 from siglip_text.engine.config import Settings, demo_model_dir, load_settings
 from siglip_text.engine.loading import load_service
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 
 from devkit import outcomes
-from devkit.aws_lambda import LambdaContext
+from devkit.aws_lambda import LambdaContext, built_lambda
 from devkit.keys import KEY
 from devkit.paths import FIXTURES
 from devkit.secrets_manager import SecretsServer, moto_endpoint, secrets_server
@@ -100,6 +101,14 @@ def bundle_copy(tmp_path: Path, demo_dir: Path) -> Path:
 @pytest.fixture
 def lambda_context() -> LambdaContext:
     return LambdaContext()
+
+
+@pytest.fixture(scope="module")
+def lambda_module(demo_dir: Path) -> Iterator[LambdaFunction]:
+    """The Lambda function built in-process on the demo bundle, auth mode none (the
+    package's loggers as plain `logging` has them again after the module)."""
+    with built_lambda(demo_dir) as function:
+        yield function
 
 
 @pytest.fixture(scope="session")

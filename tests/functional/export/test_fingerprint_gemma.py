@@ -38,10 +38,7 @@ TEXTS = edge_texts()
 
 @pytest.fixture(scope="module")
 def source() -> Path:
-    found = gemma.tokenizer_dir()
-    if found is None:
-        pytest.skip(gemma.SKIP_REASON)
-    return found
+    return gemma.tokenizer_dir_or_skip()
 
 
 @pytest.fixture(scope="module")

@@ -33,9 +33,7 @@ CJK = [chr(c) for c in range(0x4E00, 0x9FFF, 7)]
 
 @pytest.fixture(scope="module")
 def tokenizer() -> SiglipTokenizer:
-    source = gemma.tokenizer_dir()
-    if source is None:
-        pytest.skip(gemma.SKIP_REASON)
+    source = gemma.tokenizer_dir_or_skip()
     data = json.loads((source / "tokenizer.json").read_text())
     served = Tokenizer.from_str(json.dumps(served_tokenizer_data(data, "unicode")))
     return SiglipTokenizer(served, max_length=LENGTH)

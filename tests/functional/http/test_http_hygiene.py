@@ -23,7 +23,6 @@ from siglip_text.http.errors import AuthenticationError
 
 from devkit.aws_lambda import (
     LambdaContext,
-    built_lambda,
     built_lambda_with_key,
     lambda_answer,
     load_event,
@@ -50,12 +49,6 @@ def event(gateway: str, method: str, path: str, **headers: str) -> dict[str, Any
         base["headers"].update(headers)
         base["multiValueHeaders"].update({k: [v] for k, v in headers.items()})
     return base
-
-
-@pytest.fixture(scope="module")
-def lambda_module(demo_dir: Path) -> Iterator[ModuleType]:
-    with built_lambda(demo_dir) as module:
-        yield module
 
 
 def invoke(module: ModuleType, lambda_event: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:

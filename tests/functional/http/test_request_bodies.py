@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import tracemalloc
-from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -26,7 +24,6 @@ from siglip_text.http.embeddings import parse_request
 from devkit.asgi import asgi_call
 from devkit.aws_lambda import (
     LambdaContext,
-    built_lambda,
     gateway_event,
     lambda_answer,
     load_event,
@@ -45,12 +42,6 @@ def body_of_size(size: int, *, padding: str = "text") -> bytes:
         return head + text + tail
     core = b'{"input": "a red block"}'
     return core + b" " * (size - len(core))
-
-
-@pytest.fixture(scope="module")
-def lambda_module(demo_dir: Path) -> Iterator[ModuleType]:
-    with built_lambda(demo_dir) as module:
-        yield module
 
 
 @pytest.mark.parametrize("padding", ["text", "whitespace"])

@@ -22,7 +22,7 @@ from siglip_text.http.app import create_app
 from siglip_text.http.auth import build_authenticator
 from tokenizers import Tokenizer
 
-from devkit.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
+from devkit.aws_lambda import LambdaContext, lambda_answer, load_event
 from devkit.edge_texts import SPECIAL_STRINGS
 from devkit.openai_shapes import assert_openai_error
 
@@ -163,12 +163,6 @@ def test_it_takes_the_api_key_like_v1(service: EmbeddingService, keyed_settings:
         assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
         assert_openai_error(response.json())
     assert tokenize(client, {"inputs": "a cat"}, Authorization=f"Bearer {KEY}").status_code == 200
-
-
-@pytest.fixture(scope="module")
-def lambda_module(demo_dir: Path) -> Iterator[ModuleType]:
-    with built_lambda(demo_dir) as module:
-        yield module
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,6 @@ Through the app, the Lambda handler with events, `serve` and the openai client."
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,7 +22,7 @@ from siglip_text.engine.service import EmbeddingService
 from siglip_text.engine.tokenization import COUNT_CHARS
 from siglip_text.http.app import create_app
 
-from devkit.aws_lambda import LambdaContext, built_lambda, lambda_answer, load_event
+from devkit.aws_lambda import LambdaContext, lambda_answer, load_event
 from devkit.openai_shapes import assert_openai_error, assert_openai_response
 
 SHORT = "a photo of a cat"
@@ -108,12 +107,6 @@ def test_truncate_must_be_a_boolean(client: TestClient) -> None:
     response = embed(client, SHORT, truncate="no")
     assert response.status_code == 400
     assert response.json()["error"]["param"] == "truncate"
-
-
-@pytest.fixture(scope="module")
-def lambda_module(demo_dir: Path) -> Iterator[ModuleType]:
-    with built_lambda(demo_dir) as module:
-        yield module
 
 
 @pytest.mark.parametrize(

@@ -4,25 +4,17 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
 
-from devkit.aws_lambda import LambdaContext, built_lambda, expected_status, load_event
+from devkit.aws_lambda import LambdaContext, expected_status, load_event
 from devkit.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
 from devkit.paths import EVENTS
 
 EVENT_FILES = sorted(p.name for p in EVENTS.glob("*.json"))
-
-
-@pytest.fixture(scope="module")
-def lambda_module(demo_dir: Path) -> Iterator[ModuleType]:
-    with built_lambda(demo_dir) as module:
-        yield module
 
 
 def invoke(module: ModuleType, event: dict[str, Any]) -> tuple[int, dict[str, str], Any]:

@@ -4,8 +4,6 @@ memory cannot hold every process's model."""
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,17 +12,13 @@ from siglip_text.engine.errors import ModelLoadError
 from siglip_text.engine.loading import load_service
 
 from devkit.aws_lambda import built_lambda
+from devkit.bundles import demo_with_memory
 
 
 @pytest.fixture
 def sized_demo(tmp_path: Path) -> Path:
     """The demo bundle with a memory need in its manifest (the demo's own has none)."""
-    bundle = tmp_path / "demo"
-    shutil.copytree(demo_model_dir(), bundle)
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    manifest["memory"] = {"minimum_mb": 300, "recommended_mb": 400, "basis": "test"}
-    (bundle / "manifest.json").write_text(json.dumps(manifest))
-    return bundle
+    return demo_with_memory(tmp_path / "demo", minimum_mb=300, recommended_mb=400)
 
 
 def test_a_session_under_managed_instances_gets_one_thread_when_processes_fill_the_cpus(

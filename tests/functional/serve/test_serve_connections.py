@@ -24,8 +24,8 @@ import httpx
 import pytest
 
 from devkit.keys import KEY
-from devkit.secrets_manager import secrets_server
-from devkit.servers import LiveServer, free_port, running_server
+from devkit.servers import LiveServer, free_port
+from devkit.servers import keyed_server as running_keyed_server
 
 pytestmark = pytest.mark.slow  # server subprocesses
 
@@ -41,19 +41,8 @@ KEYED_REQUESTS = 20
 
 @pytest.fixture(scope="module")
 def keyed_server() -> Iterator[LiveServer]:
-    patch = pytest.MonkeyPatch()
-    try:
-        with (
-            secrets_server(KEY, patch) as secrets,
-            running_server(
-                SIGLIP_AUTH_MODE="api-key",
-                SIGLIP_API_KEY_SECRET_ARN=secrets.arn,
-                SIGLIP_HEADER_TIMEOUT_SECONDS=str(HEADER_TIMEOUT),
-            ) as live,
-        ):
-            yield live
-    finally:
-        patch.undo()
+    with running_keyed_server(SIGLIP_HEADER_TIMEOUT_SECONDS=str(HEADER_TIMEOUT)) as live:
+        yield live
 
 
 def connect(port: int, first: bytes = b"") -> socket.socket:

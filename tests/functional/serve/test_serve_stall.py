@@ -15,8 +15,8 @@ import pytest
 
 from devkit.keys import KEY
 from devkit.openai_shapes import assert_openai_error
-from devkit.secrets_manager import secrets_server
 from devkit.servers import LiveServer, running_server
+from devkit.servers import keyed_server as running_keyed_server
 
 pytestmark = pytest.mark.slow  # server subprocesses
 
@@ -187,17 +187,8 @@ def test_connections_past_the_limit_are_refused() -> None:
 
 @pytest.fixture(scope="module")
 def keyed_server() -> Iterator[LiveServer]:
-    patch = pytest.MonkeyPatch()
-    try:
-        with (
-            secrets_server(KEY, patch) as secrets,
-            running_server(
-                SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=secrets.arn
-            ) as live,
-        ):
-            yield live
-    finally:
-        patch.undo()
+    with running_keyed_server() as live:
+        yield live
 
 
 def test_a_keyless_upload_is_refused_before_its_body_is_read(keyed_server: LiveServer) -> None:

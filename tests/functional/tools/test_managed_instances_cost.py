@@ -4,14 +4,13 @@ the cost model against per-request Lambda (its break-even rate is where the two 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 from siglip_text.engine.bundle import MemoryNeed
-from siglip_text.engine.config import demo_model_dir
 
 from benchmarks.managed_instances import PRICES, Bundle, costs, main
+from devkit.bundles import demo_with_memory
 
 #: base fp32's need and its latency at 1 and 2 threads (docs/performance.md, "Every size")
 BASE_FP32 = Bundle(
@@ -22,12 +21,7 @@ MODEL = {"memory_mb": 8192, "gib_per_vcpu": 4.0, "vcpu_hour": 0.0408, "utilizati
 
 @pytest.fixture
 def sized_demo(tmp_path: Path) -> Path:
-    bundle = tmp_path / "demo"
-    shutil.copytree(demo_model_dir(), bundle)
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    manifest["memory"] = {"minimum_mb": 700, "recommended_mb": 1500, "basis": "test"}
-    (bundle / "manifest.json").write_text(json.dumps(manifest))
-    return bundle
+    return demo_with_memory(tmp_path / "demo", minimum_mb=700, recommended_mb=1500)
 
 
 def test_the_command_tells_what_concurrency_to_set_from_the_manifest(
