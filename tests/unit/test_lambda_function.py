@@ -5,13 +5,12 @@ leaves the cyclic collector on with what the init made frozen."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from devkit.paths import EVENTS, ROOT
+from devkit.processes import python
 
 SCRIPT = """
 import gc, json, sys
@@ -38,15 +37,7 @@ def test_the_entry_point_builds_at_import_and_serves_an_event(demo_dir: Path) ->
         "PATH": "/usr/bin:/bin",
         "PYTHONPATH": str(ROOT),
     }
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(EVENTS / "rest-embeddings-text.json")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = python("-c", SCRIPT, str(EVENTS / "rest-embeddings-text.json"), env=env, timeout=120)
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["status"] == 200
     assert seen["parts"] == ["app", "logger", "snapstart", "tracer"]

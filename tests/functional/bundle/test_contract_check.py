@@ -32,6 +32,7 @@ from siglip_text.engine.tokenization import SiglipTokenizer
 from siglip_text.http.app import create_app
 
 from devkit.aws_lambda import built_lambda
+from devkit.contracts import contract_document
 
 SEED_FIELDS = ("repository", "revision", "embedding_dimension", "text_max_token_length")
 QUERY = "A Kitten On The Beach"
@@ -138,27 +139,18 @@ def test_the_fingerprint_is_recomputed_from_the_files_as_the_contract_doc_says(
 
     onnx_sha = hashlib.sha256((demo_dir / "text_model.onnx").read_bytes()).hexdigest()
     manifest = read(demo_dir / "manifest.json")
-    document = {
-        "format": "siglip-text-contract/1",
-        "repository": manifest["repository"],
-        "revision": manifest["revision"],
-        "tokenizer": digest(form),
-        "lowercase": "unicode",
-        "special_token_strings": "text",
-        "bos": "none",
-        "eos": "sticky",
-        "eos_id": 1,
-        "padding": "right",
-        "pad_id": 0,
-        "length": 64,
-        "attention_mask": "none",
-        "pooling": "last-position",
-        "head": "linear",
-        "normalization": "l2",
-        "dimension": 32,
-        "weights": digest([["text_model.onnx", onnx_sha]]),
-        "weights_of": "onnx-files",
-    }
+    document = contract_document(
+        repository=manifest["repository"],
+        revision=manifest["revision"],
+        tokenizer=digest(form),
+        lowercase="unicode",
+        eos_id=1,
+        pad_id=0,
+        length=64,
+        dimension=32,
+        weights=digest([["text_model.onnx", onnx_sha]]),
+        weights_of="onnx-files",
+    )
     # THEN it is what init reports
     assert service.fingerprint == digest(document)
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from devkit.paths import ROOT
+from devkit.processes import python
 
 
 @pytest.mark.slow
@@ -24,15 +22,6 @@ def test_loading_and_embedding_leave_home_untouched(tmp_path: Path) -> None:
         "s = load_service(load_settings(model_dir=demo_model_dir(), ort_intra_op_threads=1))\n"
         "print(s.embed_texts(['a cat']).vectors.shape)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = python("-c", code, env=env, timeout=120)
     assert "(1, 32)" in done.stdout
     assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == []

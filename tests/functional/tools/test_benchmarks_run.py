@@ -3,40 +3,30 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from benchmarks.cost import cost_per_million, latency_at_memory
 from devkit.paths import ROOT
+from devkit.processes import python
 
 
 @pytest.mark.slow
 def test_benchmark_prints_every_table_and_writes_figures(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.run",
-            "--runs",
-            "3",
-            "--batches",
-            "1,2",
-            "--threads",
-            "2",
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = python(
+        "-m",
+        "benchmarks.run",
+        "--runs",
+        "3",
+        "--batches",
+        "1,2",
+        "--threads",
+        "2",
+        "--json",
+        str(out),
     )
-    assert done.returncode == 0, done.stderr[-2000:]
     for heading in (
         "## Latency",
         "## Init",
@@ -70,13 +60,10 @@ def test_cost_per_million_matches_a_hand_computation_for_each_frontend() -> None
 
 def run_cost_model(*latencies: str, budgets: str = "30,50,100") -> list[list[str]]:
     """`python -m benchmarks.run --latency ...`: the cost tables alone; their rows, cell by cell."""
-    command = [sys.executable, "-m", "benchmarks.run", "--latency-budgets", budgets]
+    command = ["-m", "benchmarks.run", "--latency-budgets", budgets]
     for item in latencies:
         command += ["--latency", item]
-    done = subprocess.run(
-        command, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = python(*command, timeout=60)
     return [
         [cell.strip() for cell in line.strip("|").split("|")]
         for line in done.stdout.splitlines()
@@ -135,23 +122,14 @@ def test_latency_below_one_vcpu_stretches_by_the_cpu_share() -> None:
 
 @pytest.mark.slow
 def test_session_options_benchmark_runs_on_the_demo_bundle() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.session_options",
-            "--bundle",
-            str(ROOT / "handler" / "siglip_text" / "demo"),
-            "--runs",
-            "3",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = python(
+        "-m",
+        "benchmarks.session_options",
+        "--bundle",
+        str(ROOT / "handler" / "siglip_text" / "demo"),
+        "--runs",
+        "3",
     )
-    assert done.returncode == 0, done.stderr[-2000:]
     assert "spinning on / off" in done.stdout
     assert "as exported" in done.stdout and "one file" in done.stdout
 
@@ -162,25 +140,16 @@ def test_sizes_benchmark_prints_a_row_per_bundle_and_prices_its_memory_size(
 ) -> None:
     out = tmp_path / "sizes.json"
     demo = ROOT / "handler" / "siglip_text" / "demo"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.sizes",
-            "--bundle",
-            f"demo={demo}",
-            "--runs",
-            "3",
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = python(
+        "-m",
+        "benchmarks.sizes",
+        "--bundle",
+        f"demo={demo}",
+        "--runs",
+        "3",
+        "--json",
+        str(out),
     )
-    assert done.returncode == 0, done.stderr[-2000:]
     assert "| demo | 32 |" in done.stdout
     record = json.loads(out.read_text())["demo"]
     assert record["init_cold_s"] > 0 and record["init_warm_s"] > 0

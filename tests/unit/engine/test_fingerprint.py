@@ -22,27 +22,20 @@ from siglip_text.engine.fingerprint import (
 from siglip_text.tools.lowercase import lowercase_normalizer, lowercase_normalizer_json
 from tokenizers import normalizers
 
-CONTRACT: dict[str, Any] = {
-    "format": "siglip-text-contract/1",
-    "repository": "google/siglip2-base-patch16-224",
-    "revision": "0123456789abcdef0123456789abcdef01234567",
-    "tokenizer": "sha256:" + "1" * 64,
-    "lowercase": "unicode",
-    "special_token_strings": "text",
-    "bos": "none",
-    "eos": "sticky",
-    "eos_id": 1,
-    "padding": "right",
-    "pad_id": 0,
-    "length": 64,
-    "attention_mask": "none",
-    "pooling": "last-position",
-    "head": "linear",
-    "normalization": "l2",
-    "dimension": 768,
-    "weights": "sha256:" + "2" * 64,
-    "weights_of": "checkpoint-text-tower",
-}
+from devkit.contracts import contract_document
+
+CONTRACT: dict[str, Any] = contract_document(
+    repository="google/siglip2-base-patch16-224",
+    revision="0123456789abcdef0123456789abcdef01234567",
+    tokenizer="sha256:" + "1" * 64,
+    lowercase="unicode",
+    eos_id=1,
+    pad_id=0,
+    length=64,
+    dimension=768,
+    weights="sha256:" + "2" * 64,
+    weights_of="checkpoint-text-tower",
+)
 
 
 def demo_tokenizer(demo_dir: Path) -> dict[str, Any]:
