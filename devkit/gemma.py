@@ -116,7 +116,7 @@ def write_tower(directory: Path) -> None:
             "patch_size": 16,
         },
     )
-    perturbed(Siglip2Model(config).eval()).save_pretrained(directory)
+    perturbed(Siglip2Model(config).eval()).save_pretrained(directory)  # type: ignore[no-untyped-call]
 
 
 def make_checkpoint(source: Path, directory: Path, *, shape: Shape, tower: Path) -> Path:
@@ -130,7 +130,7 @@ def make_checkpoint(source: Path, directory: Path, *, shape: Shape, tower: Path)
 
 def reference_tokenizer(source: Path) -> Any:
     """SigLIP 2's tokenizer as its conversion script configures it (no BOS, EOS appended)."""
-    from transformers import GemmaTokenizerFast
+    from transformers import GemmaTokenizerFast  # type: ignore[attr-defined]
 
     return GemmaTokenizerFast(
         tokenizer_file=str(source / "tokenizer.json"),
@@ -154,3 +154,13 @@ def reference_ids(tokenizer: Any, texts: list[str], *, max_length: int = 64) -> 
         split_special_tokens=True,
     )
     return [list(map(int, ids)) for ids in encoded["input_ids"]]
+
+
+def checkpoints(source: Path, base: Path) -> dict[str, Path]:
+    """A checkpoint directory per shape of `SHAPES` under ``base``, one tower written once,
+    the tokenizer from ``source``."""
+    write_tower(base / "tower")
+    return {
+        shape: make_checkpoint(source, base / shape, shape=shape, tower=base / "tower")
+        for shape in SHAPES
+    }

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+from siglip_text.engine.encoder import OnnxEncoder, SessionConfig
+from siglip_text.engine.service import EmbeddingService
 
 
 def save_graph(
@@ -90,3 +92,15 @@ def save_graph(
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
     return path
+
+
+def broken_service(service: EmbeddingService, directory: Path) -> EmbeddingService:
+    """The real tokenizer with a graph that returns NaN for ids below 5 (EOS is 1): a 500."""
+    encoder = OnnxEncoder(
+        save_graph(directory / "nan.onnx", kind="sqrt-shifted"),
+        output_name="text_embeds",
+        dimension=32,
+        max_length=64,
+        config=SessionConfig(intra_op_threads=1),
+    )
+    return EmbeddingService(service.manifest, service.tokenizer, encoder)

@@ -37,7 +37,7 @@ def checkpoint_tokenizer() -> Any:
     tokenizer.normalizer = normalizers.Replace(" ", "▁")
     tokenizer.no_padding()
     tokenizer.no_truncation()
-    return PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tokenizer,
         pad_token="<pad>",
         eos_token="<eos>",
@@ -81,7 +81,7 @@ def make_tiny_checkpoint(
             "patch_size": 16,
         },
     )
-    model = perturbed(SiglipModel(config).eval())
+    model = perturbed(SiglipModel(config).eval())  # type: ignore[no-untyped-call]
     with torch.no_grad():
         model.logit_scale.fill_(math.log(10.0))
         model.logit_bias.fill_(-10.0)

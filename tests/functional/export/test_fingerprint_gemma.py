@@ -43,12 +43,7 @@ def source() -> Path:
 
 @pytest.fixture(scope="module")
 def checkpoints(source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("gemma-fingerprint")
-    gemma.write_tower(base / "tower")
-    return {
-        shape: gemma.make_checkpoint(source, base / shape, shape=shape, tower=base / "tower")
-        for shape in gemma.SHAPES
-    }
+    return gemma.checkpoints(source, tmp_path_factory.mktemp("gemma-fingerprint"))
 
 
 @pytest.fixture(scope="module")

@@ -45,12 +45,7 @@ def expected_ids(source: Path) -> list[list[int]]:
 @pytest.fixture(scope="module")
 def checkpoints(source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A checkpoint directory per shape (one tower, written once)."""
-    base = tmp_path_factory.mktemp("gemma-checkpoints")
-    gemma.write_tower(base / "tower")
-    return {
-        shape: gemma.make_checkpoint(source, base / shape, shape=shape, tower=base / "tower")
-        for shape in EXPORTED_SHAPES
-    }
+    return gemma.checkpoints(source, tmp_path_factory.mktemp("gemma-checkpoints"))
 
 
 @pytest.fixture(scope="module")

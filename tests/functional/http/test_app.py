@@ -11,11 +11,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from siglip_text.engine.config import load_settings
-from siglip_text.engine.encoder import OnnxEncoder, SessionConfig
-from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 
-from devkit.graphs import save_graph
+from devkit.graphs import broken_service
 from devkit.openai_shapes import assert_openai_error, assert_openai_response, decode_base64
 
 URL = "/v1/embeddings"
@@ -238,14 +236,7 @@ def test_wrong_method_is_405_in_openai_shape(client: TestClient) -> None:
 
 def test_inference_failure_is_500_without_internals(service, demo_dir, tmp_path) -> None:
     # sqrt(id - 5) of the first 32 ids: NaN when an id is below 5, finite otherwise.
-    encoder = OnnxEncoder(
-        save_graph(tmp_path / "m.onnx", kind="sqrt-shifted"),
-        output_name="text_embeds",
-        dimension=32,
-        max_length=64,
-        config=SessionConfig(intra_op_threads=1),
-    )
-    broken = EmbeddingService(service.manifest, service.tokenizer, encoder)
+    broken = broken_service(service, tmp_path)
     with TestClient(create_app(broken, load_settings())) as test_client:
         assert post(test_client, {"input": [[9] * 40]}).status_code == 200
         response = post(test_client, {"input": [[9, 9, 1]]})

@@ -13,8 +13,6 @@ import json
 import logging
 import os
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,16 +21,16 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 from siglip_text.engine.config import load_settings
-from siglip_text.engine.encoder import OnnxEncoder, SessionConfig
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 from siglip_text.http.observability import LoggingObserver
 
 from devkit.asgi import asgi_call
 from devkit.aws_lambda import plain_package_loggers
-from devkit.graphs import save_graph
+from devkit.graphs import broken_service
 from devkit.openai_shapes import assert_openai_error
 from devkit.paths import EVENTS, ROOT
+from devkit.processes import python
 
 URL = "/v1/embeddings"
 MARKER = "zebra-quokka-7f3a91-private-query"
@@ -86,18 +84,6 @@ def overload_with_marker(service: EmbeddingService, **settings: Any) -> list[int
         return [r.status_code for r in responses]
 
     return asyncio.run(burst())
-
-
-def broken_service(service: EmbeddingService, tmp_path: Path) -> EmbeddingService:
-    """The real tokenizer with a graph that returns NaN for ids below 5 (EOS is 1): a 500."""
-    encoder = OnnxEncoder(
-        save_graph(tmp_path / "nan.onnx", kind="sqrt-shifted"),
-        output_name="text_embeds",
-        dimension=32,
-        max_length=64,
-        config=SessionConfig(intra_op_threads=1),
-    )
-    return EmbeddingService(service.manifest, service.tokenizer, encoder)
 
 
 @pytest.fixture(autouse=True)
@@ -245,15 +231,7 @@ def run_lambda(tmp: Path, **env_changes: str) -> tuple[list[int], str, str]:
         requests=str(requests),
     )
     with daemon:
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            cwd=ROOT,
-            check=False,
-        )
+        done = python("-c", script, env=env, timeout=180, check=False)
         traces = []
         while True:
             try:

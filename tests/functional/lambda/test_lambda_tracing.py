@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import pytest
 
 from devkit.paths import EVENTS
+from devkit.processes import python
 
 pytestmark = pytest.mark.slow  # the handler in fresh interpreters
 
@@ -33,17 +33,7 @@ def run_handler(script: str = SCRIPT, **env_changes: str) -> subprocess.Complete
         SIGLIP_ORT_INTRA_OP_THREADS="1",
         **env_changes,
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=EVENTS.parent,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done
+    return python("-c", script, env=env, timeout=120)
 
 
 def test_tracing_disabled_never_imports_the_xray_sdk() -> None:

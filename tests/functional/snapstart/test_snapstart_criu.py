@@ -18,16 +18,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from devkit import snapstart_emulation as emulated
 from devkit.aws_lambda import event_with_key
 from devkit.keys import KEY, NEW_KEY
 from devkit.secrets_manager import secrets_client
-from devkit.snapstart_emulation import (
-    FunctionProcess,
-    criu_dump,
-    criu_restore,
-    function_env,
-    wait_gone,
-)
 
 pytestmark = [pytest.mark.slow, pytest.mark.emulation]
 
@@ -42,16 +36,8 @@ def test_a_checkpointed_function_restores_answers_the_same_and_reads_the_rotated
 ) -> None:
     client = secrets_client(moto_server)
     arn = client.create_secret(Name=f"siglip-text/{tmp_path.name}", SecretString=KEY)["ARN"]
-    env = function_env(
-        demo_dir,
-        SIGLIP_AUTH_MODE="api-key",
-        SIGLIP_API_KEY_SECRET_ARN=arn,
-        AWS_ENDPOINT_URL_SECRETS_MANAGER=moto_server,
-        AWS_DEFAULT_REGION="us-east-1",
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-    )
-    function = FunctionProcess(env, tmp_path)
+    env = emulated.api_key_env(demo_dir, moto_server, arn)
+    function = emulated.FunctionProcess(env, tmp_path)
     images = tmp_path / "images"
     restorer = None
     try:
@@ -62,11 +48,11 @@ def test_a_checkpointed_function_restores_answers_the_same_and_reads_the_rotated
         reads = function.call("reads")["reads"]  # the request's, before the snapshot
         # WHEN it is checkpointed (the process ends) and restored from the image
         began = time.perf_counter()
-        criu_dump(function.pid, images)
+        emulated.criu_dump(function.pid, images)
         dumped_s = time.perf_counter() - began
         for key, refused in ((KEY, NEW_KEY), (NEW_KEY, KEY)):
             began = time.perf_counter()
-            restorer = criu_restore(images)
+            restorer = emulated.criu_restore(images)
             restored_s = time.perf_counter() - began
             # THEN the restored copy holds no key until its after-restore hooks read it
             assert function.call("reads") == {"reads": reads}
@@ -94,4 +80,4 @@ def test_a_checkpointed_function_restores_answers_the_same_and_reads_the_rotated
         if restorer is not None:
             restorer.kill()
             restorer.wait(timeout=60)
-        wait_gone(function.pid)
+        emulated.wait_gone(function.pid)

@@ -17,16 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from devkit import snapstart_emulation as emulated
 from devkit.aws_lambda import event_with_key
 from devkit.keys import KEY
 from devkit.secrets_manager import SecretsServer
-from devkit.snapstart_emulation import (
-    FunctionProcess,
-    criu_dump,
-    criu_restore,
-    function_env,
-    wait_gone,
-)
 
 pytestmark = [pytest.mark.slow, pytest.mark.emulation]
 
@@ -37,17 +31,9 @@ LAMBDA_RESTORE_LIMIT_SECONDS = 10.0
 def test_a_restored_function_fails_closed_within_seconds_while_secrets_manager_hangs(
     criu: None, demo_dir: Path, secrets: SecretsServer, tmp_path: Path
 ) -> None:
-    env = function_env(
-        demo_dir,
-        SIGLIP_AUTH_MODE="api-key",
-        SIGLIP_API_KEY_SECRET_ARN=secrets.arn,
-        AWS_ENDPOINT_URL_SECRETS_MANAGER=secrets.relay.url,
-        AWS_DEFAULT_REGION="us-east-1",
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-    )
+    env = emulated.api_key_env(demo_dir, secrets.relay.url, secrets.arn)
     event = event_with_key(KEY)
-    function = FunctionProcess(env, tmp_path)
+    function = emulated.FunctionProcess(env, tmp_path)
     images = tmp_path / "images"
     restorer: subprocess.Popen[bytes] | None = None
     figures = []
@@ -55,7 +41,7 @@ def test_a_restored_function_fails_closed_within_seconds_while_secrets_manager_h
         # GIVEN an initialized snap-start function, checkpointed after its before-snapshot hooks
         function.start()
         assert function.call("before_snapshot") == {"ok": True}
-        criu_dump(function.pid, images)
+        emulated.criu_dump(function.pid, images)
         for state in ("never answers", "trickles", "never answers", "trickles", "answers"):
             # WHEN it is restored while Secrets Manager is in that state
             if state == "answers":
@@ -63,7 +49,7 @@ def test_a_restored_function_fails_closed_within_seconds_while_secrets_manager_h
             else:
                 secrets.relay.down(trickle=state == "trickles")
             began = time.perf_counter()
-            restorer = criu_restore(images)
+            restorer = emulated.criu_restore(images)
             restored_s = time.perf_counter() - began
             hooks = function.call("timed_after_restore")
             status = function.invoke(event)["statusCode"]
@@ -90,4 +76,4 @@ def test_a_restored_function_fails_closed_within_seconds_while_secrets_manager_h
         if restorer is not None:
             restorer.kill()
             restorer.wait(timeout=60)
-        wait_gone(function.pid)
+        emulated.wait_gone(function.pid)
