@@ -70,6 +70,11 @@ def context(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def tag() -> Iterator[str]:
+    """The image's tag, removed after the test; the test skips, saying why, where Docker
+    cannot build here."""
+    reason = docker_ready()
+    if reason:
+        pytest.skip(reason)
     name = f"siglip-text:bundle-check-{uuid.uuid4().hex[:8]}"
     yield name
     subprocess.run(["docker", "rmi", "-f", name], capture_output=True, timeout=120)
@@ -89,9 +94,6 @@ def build_bundle_stage(context: Path, tag: str) -> subprocess.CompletedProcess[s
 def test_the_image_build_fails_on_a_bundle_file_changed_to_the_same_size(
     context: Path, tag: str
 ) -> None:
-    reason = docker_ready()
-    if reason:
-        pytest.skip(reason)
     # GIVEN the demo bundle with one byte of its graph changed (its size unchanged)
     bundle = context / "layers" / "bundle"
     size = (bundle / "text_model.onnx").stat().st_size
@@ -104,9 +106,6 @@ def test_the_image_build_fails_on_a_bundle_file_changed_to_the_same_size(
 
 
 def test_the_image_build_passes_an_intact_bundle(context: Path, tag: str) -> None:
-    reason = docker_ready()
-    if reason:
-        pytest.skip(reason)
     built = build_bundle_stage(context, tag)
     assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
     assert "has the pinned sha256" in built.stdout
@@ -115,9 +114,6 @@ def test_the_image_build_passes_an_intact_bundle(context: Path, tag: str) -> Non
 def test_the_image_build_fails_on_a_file_changed_together_with_its_hash_in_the_manifest(
     context: Path, tag: str
 ) -> None:
-    reason = docker_ready()
-    if reason:
-        pytest.skip(reason)
     # GIVEN the demo bundle's graph changed and its manifest re-hashed to match (the pin kept)
     bundle = context / "layers" / "bundle"
     tampered(bundle)
@@ -135,9 +131,6 @@ def test_the_image_build_fails_on_a_file_changed_together_with_its_hash_in_the_m
 
 
 def test_the_image_build_fails_without_the_bundle_pin(context: Path, tag: str) -> None:
-    reason = docker_ready()
-    if reason:
-        pytest.skip(reason)
     (context / "layers" / "bundle.sha256").unlink()
     built = build_bundle_stage(context, tag)
     assert built.returncode != 0, built.stdout[-2000:]

@@ -224,25 +224,20 @@ def test_a_maximal_request_is_tokenized_in_slices_of_bounded_windows(
     assert max(sum(call) for call in sizes) <= SLICE_BYTES
 
 
-def test_tokenizer_without_pad_token_fails_to_load(tmp_path: Path, demo_dir: Path) -> None:
+@pytest.mark.parametrize(
+    ("token", "renamed", "cleared"),
+    [("<pad>", "<pad_renamed>", "padding"), ("<eos>", "<end>", "post_processor")],
+)
+def test_tokenizer_without_its_pad_or_eos_token_fails_to_load(
+    tmp_path: Path, demo_dir: Path, token: str, renamed: str, cleared: str
+) -> None:
     data = json.loads((demo_dir / "tokenizer.json").read_text())
-    data["model"]["vocab"]["<pad_renamed>"] = data["model"]["vocab"].pop("<pad>")
-    data["added_tokens"] = [t for t in data["added_tokens"] if t["content"] != "<pad>"]
-    data["padding"] = None
+    data["model"]["vocab"][renamed] = data["model"]["vocab"].pop(token)
+    data["added_tokens"] = [t for t in data["added_tokens"] if t["content"] != token]
+    data[cleared] = None
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(ModelLoadError, match="<pad> missing"):
-        SiglipTokenizer.from_file(path, max_length=64)
-
-
-def test_tokenizer_without_eos_token_fails_to_load(tmp_path: Path, demo_dir: Path) -> None:
-    data = json.loads((demo_dir / "tokenizer.json").read_text())
-    data["model"]["vocab"]["<end>"] = data["model"]["vocab"].pop("<eos>")
-    data["added_tokens"] = [t for t in data["added_tokens"] if t["content"] != "<eos>"]
-    data["post_processor"] = None
-    path = tmp_path / "tokenizer.json"
-    path.write_text(json.dumps(data))
-    with pytest.raises(ModelLoadError, match="<eos> missing"):
+    with pytest.raises(ModelLoadError, match=f"{token} missing"):
         SiglipTokenizer.from_file(path, max_length=64)
 
 

@@ -11,62 +11,67 @@ from siglip_text.http.exchange import Exchange, Stage
 from siglip_text.http.shutdown import Shutdown
 
 
-def test_a_running_request_is_cut_with_a_503_when_the_grace_period_ends() -> None:
-    sent: list[Message] = []
-    refused: list[tuple[int, str | None]] = []
-    expired: list[bool] = []
+class Seen:
+    """What a shutdown did to one request: the messages sent, the refusals counted, the ends."""
 
-    async def send(message: Message) -> None:
-        sent.append(message)
+    def __init__(self) -> None:
+        self.sent: list[Message] = []
+        self.refused: list[tuple[int, str | None]] = []
+        self.expired: list[bool] = []
+
+    async def send(self, message: Message) -> None:
+        self.sent.append(message)
+
+    def begin(self, shutdown: Shutdown, grace_seconds: float) -> asyncio.Task[None]:
+        return shutdown.begin(
+            grace_seconds,
+            lambda: self.expired.append(True),
+            lambda s, c: self.refused.append((s, c)),
+        )
+
+
+def test_a_running_request_is_cut_with_a_503_when_the_grace_period_ends() -> None:
+    seen = Seen()
 
     async def scenario() -> None:
         shutdown = Shutdown()
-        running = Exchange(send=send, stage=Stage.RUNNING)
+        running = Exchange(send=seen.send, stage=Stage.RUNNING)
         async with shutdown.tracking(running):
             # WHEN the shutdown begins with a short grace period and the app never answers
-            task = shutdown.begin(
-                0.05, lambda: expired.append(True), lambda s, c: refused.append((s, c))
-            )
+            task = seen.begin(shutdown, 0.05)
             await asyncio.sleep(0.2)
             assert running.stage is Stage.CUT
         await asyncio.wait_for(task, 5)
 
     asyncio.run(scenario())
     # THEN its answer is a 503 in OpenAI's shape, counted once, and the end is called once
-    assert sent[0]["status"] == 503
-    assert json.loads(sent[1]["body"])["error"]["code"] == "server_shutting_down"
-    assert refused == [(503, "server_shutting_down")]
-    assert expired == [True]
+    assert seen.sent[0]["status"] == 503
+    assert json.loads(seen.sent[1]["body"])["error"]["code"] == "server_shutting_down"
+    assert seen.refused == [(503, "server_shutting_down")]
+    assert seen.expired == [True]
 
 
 def test_an_answered_request_is_left_alone_and_the_end_comes_when_it_leaves() -> None:
-    sent: list[Message] = []
-    expired: list[bool] = []
-
-    async def send(message: Message) -> None:
-        sent.append(message)
+    seen = Seen()
 
     async def scenario() -> None:
         shutdown = Shutdown()
-        answered = Exchange(send=send, stage=Stage.ANSWERED)
+        answered = Exchange(send=seen.send, stage=Stage.ANSWERED)
         async with shutdown.tracking(answered):
-            task = shutdown.begin(0.01, lambda: expired.append(True), lambda s, c: None)
+            task = seen.begin(shutdown, 0.01)
             await asyncio.sleep(0.05)
-            assert not expired  # it waits for the request to leave
+            assert not seen.expired  # it waits for the request to leave
         await asyncio.wait_for(task, 5)
         assert shutdown.expired and not shutdown.active
 
     asyncio.run(scenario())
-    assert sent == [] and expired == [True]
+    assert seen.sent == [] and seen.expired == [True] and seen.refused == []
 
 
 def test_the_window_of_a_request_still_reading_closes_at_the_deadline() -> None:
     async def scenario() -> None:
-        async def send(message: Message) -> None:
-            return None
-
         shutdown = Shutdown()
-        reading = Exchange(send=send, stage=Stage.READING)
+        reading = Exchange(send=Seen().send, stage=Stage.READING)
         async with shutdown.tracking(reading):
             with pytest.raises(TimeoutError):
                 async with shutdown.window(reading):
