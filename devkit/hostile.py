@@ -225,16 +225,23 @@ def giant_strings(draw: st.DrawFn) -> Hostile:
     size = draw(st.sampled_from([1_100, 70_000, 1_000_000, 2_000_000]))
     giant = (seed * (size // len(seed) + 1))[:size]
     where = draw(st.sampled_from(["input", "list", "model", "user", "key", "encoding_format"]))
+    body = _holding(giant, where, listed=[giant, "a short one", giant[: size // 3]])
+    return Hostile("giant_strings", dumps(body, ascii_only=draw(st.booleans())))
+
+
+def _holding(value: str, where: str, *, listed: list[str]) -> dict[str, Any]:
+    """A request body with ``value`` at ``where``: as the input, in a list of inputs
+    (``listed``), as a key of its own, or as another field's value."""
     body: dict[str, Any] = {"input": "x"}
     if where == "input":
-        body["input"] = giant
+        body["input"] = value
     elif where == "list":
-        body["input"] = [giant, "a short one", giant[: size // 3]]
+        body["input"] = listed
     elif where == "key":
-        body[giant] = 1
+        body[value] = 1
     else:
-        body[where] = giant
-    return Hostile("giant_strings", dumps(body, ascii_only=draw(st.booleans())))
+        body[where] = value
+    return body
 
 
 @st.composite
@@ -270,19 +277,12 @@ def lone_surrogates(draw: st.DrawFn) -> Hostile:
     surrogate = draw(SURROGATE)
     text = draw(ANY_TEXT) + surrogate + draw(ANY_TEXT)
     where = draw(st.sampled_from(["input", "list", "long", "model", "key", "user", "pair"]))
-    body: dict[str, Any] = {"input": "x"}
-    if where == "input":
-        body["input"] = text
-    elif where == "list":
-        body["input"] = ["fine", text]
-    elif where == "long":  # past the tokenizer's prefix window
-        body["input"] = "a cat " * 400 + text
+    if where == "long":  # past the tokenizer's prefix window
+        body = {"input": "a cat " * 400 + text}
     elif where == "pair":  # a valid pair, escaped: this one is fine Unicode
-        body["input"] = "\U0001f431 " + text.replace(surrogate, "")
-    elif where == "key":
-        body[text] = 1
+        body = {"input": "\U0001f431 " + text.replace(surrogate, "")}
     else:
-        body[where] = text
+        body = _holding(text, where, listed=["fine", text])
     return Hostile("lone_surrogates", dumps(body, ascii_only=draw(st.booleans())))
 
 

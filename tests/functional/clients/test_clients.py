@@ -362,20 +362,25 @@ def langchain(base: str, **options: Any) -> Any:
     )
 
 
+def langchain_refusal(base: str) -> dict[str, Any]:
+    """The 400's error body LangChain's default call (it sends tiktoken ids) gets at ``base``."""
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as raised:
+        langchain(base).embed_documents(TEXTS)
+    error = raised.value.body
+    assert raised.value.status_code == 400 and isinstance(error, dict)
+    return error
+
+
 def test_langchain_default_call_against_reject_gets_a_400_naming_the_fix(
     rejecting_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import openai
-
     _tiktoken_offline(monkeypatch)
     # GIVEN an endpoint with SIGLIP_TOKEN_ID_INPUTS=reject and LangChain's default settings
-    with pytest.raises(openai.BadRequestError) as raised:
-        # WHEN LangChain embeds text (it sends tiktoken ids)
-        langchain(rejecting_server).embed_documents(TEXTS)
-    # THEN a 400 says why and names the setting that fixes it
-    error = raised.value.body
-    assert raised.value.status_code == 400
-    assert isinstance(error, dict) and error["code"] == "token_ids_rejected"
+    # WHEN LangChain embeds text: THEN a 400 says why and names the setting that fixes it
+    error = langchain_refusal(rejecting_server)
+    assert error["code"] == "token_ids_rejected"
     assert "check_embedding_ctx_length=False" in error["message"]
     assert "SIGLIP_TOKEN_ID_INPUTS=reject" in error["message"]
 
@@ -392,14 +397,10 @@ def test_langchain_with_the_fix_against_reject_gets_the_right_vectors(
 def test_langchain_default_call_against_accept_names_the_likely_cause(
     server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import openai
-
     _tiktoken_offline(monkeypatch)
     # GIVEN the default (accept): cl100k ids of these texts exceed the demo's 990-entry vocabulary
-    with pytest.raises(openai.BadRequestError) as raised:
-        langchain(server).embed_documents(TEXTS)
+    error = langchain_refusal(server)
     # THEN the out-of-vocabulary message names LangChain's setting as the likely cause
-    error = raised.value.body
-    assert isinstance(error, dict) and error["code"] == "invalid_input"
+    assert error["code"] == "invalid_input"
     assert "outside the vocabulary" in error["message"]
     assert "check_embedding_ctx_length=False" in error["message"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -88,23 +89,30 @@ def test_a_head_wider_than_the_tower_sets_the_served_dimension(
     assert cosine > float(floor)
 
 
+def text_config(hidden: int, intermediate: int, layers: int, heads: int, **extra: Any) -> Any:
+    """A SigLIP 2 text tower's config: every one has the 256k vocabulary and 64 positions."""
+    from transformers import SiglipTextConfig
+
+    return SiglipTextConfig(
+        vocab_size=256_000,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        max_position_embeddings=64,
+        **extra,
+    )
+
+
 @pytest.mark.slow  # imports torch and transformers: seconds
 def test_the_parameter_count_from_the_config_is_transformers_own() -> None:
     import torch
-    from transformers import SiglipTextConfig, SiglipTextModel
+    from transformers import SiglipTextModel
 
     # so400m's text tower and giant-opt's (the same tower, a 1536-wide head), built on the
     # meta device: shapes only, no memory
     for projection in (1152, 1536):
-        config = SiglipTextConfig(
-            vocab_size=256_000,
-            hidden_size=1152,
-            intermediate_size=4304,
-            num_hidden_layers=27,
-            num_attention_heads=16,
-            max_position_embeddings=64,
-            projection_size=projection,
-        )
+        config = text_config(1152, 4304, 27, 16, projection_size=projection)
         with torch.device("meta"):
             model = SiglipTextModel(config)
 
@@ -190,17 +198,8 @@ def test_a_graph_traced_in_a_child_process_is_the_same_files(
 def test_the_smallest_siglip2_tower_is_traced_in_a_child_and_the_tests_towers_here(
     wide_head_checkpoint: Path,
 ) -> None:
-    from transformers import SiglipTextConfig
-
     # base, the smallest SigLIP 2 text tower (768 wide, 12 layers, 256k vocabulary)
-    base = SiglipTextConfig(
-        vocab_size=256_000,
-        hidden_size=768,
-        intermediate_size=3072,
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        max_position_embeddings=64,
-    )
+    base = text_config(768, 3072, 12, 12)
     tiny = load_checkpoint(SourceSpec(str(wide_head_checkpoint), "local", REVISION)).tower
     tiny_bytes = sum(p.numel() * p.element_size() for p in tiny.parameters())
 

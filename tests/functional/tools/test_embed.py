@@ -52,22 +52,26 @@ def test_jsonl_round_trip_keeps_each_record_and_adds_its_embedding(
     )
 
 
-def test_embed_refuses_an_output_that_is_neither_npy_nor_jsonl(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("source", "content", "out", "said"),
+    [
+        ("texts.txt", "a\n", "out.csv", "must end in .npy or .jsonl"),
+        ("in.jsonl", '{"text": "a"}\n{"caption": "b"}\n', "o.npy", "record 2 has no string field"),
+    ],
+    ids=["output-neither-npy-nor-jsonl", "record-without-text"],
+)
+def test_embed_refuses_what_it_cannot_read_or_write_naming_it(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    source: str,
+    content: str,
+    out: str,
+    said: str,
 ) -> None:
-    (tmp_path / "texts.txt").write_text("a\n")
+    (tmp_path / source).write_text(content)
 
-    assert _embed(str(tmp_path / "texts.txt"), "--out", str(tmp_path / "out.csv")) == 2
-    assert "must end in .npy or .jsonl" in capsys.readouterr().err
-
-
-def test_jsonl_record_without_the_text_field_is_named(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    (tmp_path / "in.jsonl").write_text('{"text": "a"}\n{"caption": "b"}\n')
-
-    assert _embed(str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "o.npy")) == 2
-    assert "record 2 has no string field 'text'" in capsys.readouterr().err
+    assert _embed(str(tmp_path / source), "--out", str(tmp_path / out)) == 2
+    assert said in capsys.readouterr().err
 
 
 def test_embed_through_a_live_endpoint_gives_the_in_process_vectors(

@@ -21,6 +21,12 @@ def _write(path: Path, cases: list[dict[str, Any]]) -> Path:
     return path
 
 
+def verify(base: str, refs: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """`siglip-text verify --url` against ``base``: its exit status and what it printed."""
+    status = main(["verify", "--url", f"{base}/v1", "--reference", str(refs), "--quiet"])
+    return status, capsys.readouterr().out
+
+
 def test_verify_against_a_live_endpoint_passes_on_the_demo_reference(
     live_server: str,
     reference: dict[str, Any],
@@ -29,9 +35,7 @@ def test_verify_against_a_live_endpoint_passes_on_the_demo_reference(
 ) -> None:
     refs = _write(tmp_path / "ref.jsonl", reference["cases"])
 
-    status = main(["verify", "--url", f"{live_server}/v1", "--reference", str(refs), "--quiet"])
-
-    out = capsys.readouterr().out
+    status, out = verify(live_server, refs, capsys)
     assert status == 0, out
     # every text, the empty one included (the contract embeds it: <eos> then pads)
     assert "" in [c["text"] for c in reference["cases"]]
@@ -54,9 +58,7 @@ def test_verify_against_a_live_endpoint_fails_on_ids_padded_with_1(
     ]
     refs = _write(tmp_path / "ref.jsonl", cases)
 
-    status = main(["verify", "--url", f"{live_server}/v1", "--reference", str(refs), "--quiet"])
-
-    out = capsys.readouterr().out
+    status, out = verify(live_server, refs, capsys)
     assert status == 1
     assert "differs from its vector for the reference ids" in out
 
@@ -76,9 +78,7 @@ def test_verify_against_a_live_endpoint_names_a_reference_that_starts_with_bos(
         cases.append({**c, "input_ids": row + [0] * (64 - len(row))})
     refs = _write(tmp_path / "ref.jsonl", cases)
 
-    status = main(["verify", "--url", f"{live_server}/v1", "--reference", str(refs), "--quiet"])
-
-    out = capsys.readouterr().out
+    status, out = verify(live_server, refs, capsys)
     assert status == 1
     assert "likely cause: 6 of 6 reference rows start with <bos> and hold no <eos>" in out
     assert "transformers >= 5" in out
@@ -94,9 +94,8 @@ def test_verify_against_an_endpoint_refusing_token_ids_checks_the_vectors_only(
     refs = _write(tmp_path / "ref.jsonl", reference["cases"])
     with demo_server(SIGLIP_TOKEN_ID_INPUTS="reject") as base:
         # WHEN verify compares it with the reference
-        status = main(["verify", "--url", f"{base}/v1", "--reference", str(refs), "--quiet"])
+        status, out = verify(base, refs, capsys)
     # THEN the id check says it could not run and why; the vectors are still checked
-    out = capsys.readouterr().out
     assert status == 0, out
     assert "not checked: the endpoint refuses token ids" in out
     assert "texts: cosine min" in out

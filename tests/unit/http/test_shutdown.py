@@ -30,21 +30,32 @@ class Seen:
         )
 
 
-def test_a_running_request_is_cut_with_a_503_when_the_grace_period_ends() -> None:
-    seen = Seen()
+def held_through_a_shutdown(
+    stage: Stage, grace_seconds: float, held_seconds: float
+) -> tuple[Seen, Shutdown, Exchange, bool]:
+    """A request at ``stage`` held for ``held_seconds`` after a shutdown with
+    ``grace_seconds`` begins: what it was sent, the shutdown, the request, and whether the
+    end came while it was still held."""
+    seen, shutdown = Seen(), Shutdown()
+    exchange = Exchange(send=seen.send, stage=stage)
 
-    async def scenario() -> None:
-        shutdown = Shutdown()
-        running = Exchange(send=seen.send, stage=Stage.RUNNING)
-        async with shutdown.tracking(running):
-            # WHEN the shutdown begins with a short grace period and the app never answers
-            task = seen.begin(shutdown, 0.05)
-            await asyncio.sleep(0.2)
-            assert running.stage is Stage.CUT
+    async def scenario() -> bool:
+        async with shutdown.tracking(exchange):
+            task = seen.begin(shutdown, grace_seconds)
+            await asyncio.sleep(held_seconds)
+            ended_while_held = bool(seen.expired)
         await asyncio.wait_for(task, 5)
+        return ended_while_held
 
-    asyncio.run(scenario())
-    # THEN its answer is a 503 in OpenAI's shape, counted once, and the end is called once
+    return seen, shutdown, exchange, asyncio.run(scenario())
+
+
+def test_a_running_request_is_cut_with_a_503_when_the_grace_period_ends() -> None:
+    # WHEN the shutdown begins with a short grace period and the app never answers
+    seen, _, running, ended_while_held = held_through_a_shutdown(Stage.RUNNING, 0.05, 0.2)
+    # THEN its answer is a 503 in OpenAI's shape, counted once, and the end is called once,
+    # without waiting for the app
+    assert running.stage is Stage.CUT and ended_while_held
     assert seen.sent[0]["status"] == 503
     assert json.loads(seen.sent[1]["body"])["error"]["code"] == "server_shutting_down"
     assert seen.refused == [(503, "server_shutting_down")]
@@ -52,19 +63,9 @@ def test_a_running_request_is_cut_with_a_503_when_the_grace_period_ends() -> Non
 
 
 def test_an_answered_request_is_left_alone_and_the_end_comes_when_it_leaves() -> None:
-    seen = Seen()
-
-    async def scenario() -> None:
-        shutdown = Shutdown()
-        answered = Exchange(send=seen.send, stage=Stage.ANSWERED)
-        async with shutdown.tracking(answered):
-            task = seen.begin(shutdown, 0.01)
-            await asyncio.sleep(0.05)
-            assert not seen.expired  # it waits for the request to leave
-        await asyncio.wait_for(task, 5)
-        assert shutdown.expired and not shutdown.active
-
-    asyncio.run(scenario())
+    seen, shutdown, answered, ended_while_held = held_through_a_shutdown(Stage.ANSWERED, 0.01, 0.05)
+    assert answered.stage is Stage.ANSWERED and not ended_while_held
+    assert shutdown.expired and not shutdown.active
     assert seen.sent == [] and seen.expired == [True] and seen.refused == []
 
 
