@@ -50,18 +50,19 @@ class Relay:
         with self._lock:
             self.up = False
             self.trickle = trickle
-            for sock in self._open:
-                with contextlib.suppress(OSError):
-                    sock.close()
-            self._open.clear()
+            self._close_open()
 
     def restore(self) -> None:
         with self._lock:
             self.up = True
-            for sock in self._open:
-                with contextlib.suppress(OSError):
-                    sock.close()
-            self._open.clear()
+            self._close_open()
+
+    def _close_open(self) -> None:
+        """Close every connection open now (the lock held)."""
+        for sock in self._open:
+            with contextlib.suppress(OSError):
+                sock.close()
+        self._open.clear()
 
     def close(self) -> None:
         self.down()

@@ -56,30 +56,31 @@ def errors_logged(caplog: Any) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
-def test_an_onnx_runtime_failure_logs_its_message_at_error(
-    service: EmbeddingService, tmp_path: Path, caplog: Any
-) -> None:
-    client = client_on(gather_graph(tmp_path / "g.onnx"), service)
+def error_logged_for_a_500(client: TestClient, caplog: Any) -> logging.LogRecord:
+    """The one ERROR record a request that fails with the generic 500 leaves, the query text
+    in none of the logs."""
     with caplog.at_level(logging.INFO):
         response = client.post("/v1/embeddings", json={"input": [QUERY]})
     assert response.status_code == 500 and response.json()["error"]["message"] == GENERIC
     (record,) = errors_logged(caplog)
-    message = record.getMessage()
+    assert "private query" not in caplog.text
+    return record
+
+
+def test_an_onnx_runtime_failure_logs_its_message_at_error(
+    service: EmbeddingService, tmp_path: Path, caplog: Any
+) -> None:
+    client = client_on(gather_graph(tmp_path / "g.onnx"), service)
+    message = error_logged_for_a_500(client, caplog).getMessage()
     assert "ONNX Runtime failed" in message and "Gather" in message, message
     assert "idx=<n>" in message  # the token id it quotes is hidden
-    assert "private query" not in caplog.text
 
 
 def test_a_failed_output_check_logs_which_check_at_error(
     service: EmbeddingService, tmp_path: Path, caplog: Any
 ) -> None:
     client = client_on(save_graph(tmp_path / "nan.onnx", kind="nan"), service)
-    with caplog.at_level(logging.INFO):
-        response = client.post("/v1/embeddings", json={"input": [QUERY]})
-    assert response.status_code == 500 and response.json()["error"]["message"] == GENERIC
-    (record,) = errors_logged(caplog)
-    assert "non-finite value" in record.getMessage()
-    assert "private query" not in caplog.text
+    assert "non-finite value" in error_logged_for_a_500(client, caplog).getMessage()
 
 
 class FaultyService(EmbeddingService):
@@ -93,12 +94,7 @@ def test_an_unexpected_error_logs_its_type_and_a_scrubbed_message(
     service: EmbeddingService, caplog: Any
 ) -> None:
     faulty = FaultyService(service.manifest, service.tokenizer, service.encoder)
-    client = TestClient(create_app(faulty, load_settings()))
-    with caplog.at_level(logging.INFO):
-        response = client.post("/v1/embeddings", json={"input": [QUERY]})
-    assert response.status_code == 500 and response.json()["error"]["message"] == GENERIC
-    (record,) = errors_logged(caplog)
+    record = error_logged_for_a_500(TestClient(create_app(faulty, load_settings())), caplog)
     message = record.getMessage()
     assert "ValueError" in message and "cannot handle <quoted>" in message, message
-    assert "private query" not in caplog.text
     assert record.exc_info is None  # no traceback: its last line would repeat the message

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -68,35 +69,22 @@ def test_graph_without_input_ids_fails_naming_the_input(tmp_path: Path) -> None:
         encoder_for(path)
 
 
-def test_input_ids_of_wrong_dtype_fails(tmp_path: Path) -> None:
-    path = save_graph(tmp_path / "m.onnx", input_type=TensorProto.INT32)
-    with pytest.raises(ModelLoadError, match="'input_ids' must be int64"):
-        encoder_for(path)
-
-
-def test_input_ids_of_wrong_length_fails(tmp_path: Path) -> None:
-    path = save_graph(tmp_path / "m.onnx", max_length=77)
-    with pytest.raises(ModelLoadError, match="takes 77 tokens.*64"):
-        encoder_for(path)
-
-
-def test_wrong_output_dimension_fails_naming_both(tmp_path: Path) -> None:
-    path = save_graph(tmp_path / "m.onnx", dimension=16)
-    with pytest.raises(
-        ModelLoadError, match="dimension 16 but the manifest's embedding_dimension is 32"
-    ):
-        encoder_for(path)
-
-
-def test_wrong_output_rank_fails(tmp_path: Path) -> None:
-    path = save_graph(tmp_path / "m.onnx", output_rank=3)
-    with pytest.raises(ModelLoadError, match="must be rank 2"):
-        encoder_for(path)
-
-
-def test_missing_output_name_fails_listing_outputs(tmp_path: Path) -> None:
-    path = save_graph(tmp_path / "m.onnx", output_name="last_hidden_state")
-    with pytest.raises(ModelLoadError, match="no output 'text_embeds'.*last_hidden_state"):
+@pytest.mark.parametrize(
+    ("graph", "message"),
+    [
+        ({"input_type": TensorProto.INT32}, "'input_ids' must be int64"),
+        ({"max_length": 77}, "takes 77 tokens.*64"),
+        ({"dimension": 16}, "dimension 16 but the manifest's embedding_dimension is 32"),
+        ({"output_rank": 3}, "must be rank 2"),
+        ({"output_name": "last_hidden_state"}, "no output 'text_embeds'.*last_hidden_state"),
+    ],
+    ids=["input-ids-int32", "length-77", "dimension-16", "rank-3", "output-renamed"],
+)
+def test_a_graph_off_the_contract_fails_naming_what_differs(
+    tmp_path: Path, graph: dict[str, Any], message: str
+) -> None:
+    path = save_graph(tmp_path / "m.onnx", **graph)
+    with pytest.raises(ModelLoadError, match=message):
         encoder_for(path)
 
 
