@@ -122,6 +122,14 @@ def problems(collected: dict[str, Any], readme: dict[str, Any], rest: dict[str, 
                 f"UNDECLARED SKIP: {nodeid} skipped in the README's run and has none of "
                 f"the markers {', '.join(NEEDS)} (tests/README.md)"
             )
+    # a module that skipped as a whole in the full environment has no ids to count: its path
+    skipped_modules = {
+        nodeid: entry["reason"]
+        for run in (collected, rest)
+        for nodeid, entry in run["outcomes"].items()
+        if "::" not in nodeid and entry["outcome"] == "skipped"
+    }
+    found += [f"NEVER RAN: {m} (all of it: {why})" for m, why in sorted(skipped_modules.items())]
     return found
 
 
