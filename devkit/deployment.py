@@ -1,5 +1,5 @@
 """Readers of the deployment files (template.yaml, .dockerignore); handler/Dockerfile itself
-is built and run by tests/functional/test_image.py, never interpreted here. What
+is built and run by tests/functional/image/test_image.py, never interpreted here. What
 CloudFormation makes of a template (conditions, intrinsic functions) is devkit/sam.py's one
 resolver, on the template AWS's SAM translator makes.
 """

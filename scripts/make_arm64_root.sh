@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # An arm64 (aarch64) Python 3.13 root and the function image's lock for aarch64, to run the
 # project under `qemu-aarch64-static -cpu neoverse-n1` (Graviton2, AWS Lambda's arm64) on an
-# x86_64 machine: tests/support/cpus.py and `siglip-text fidelity --cpu neoverse-n1`.
+# x86_64 machine: devkit/cpus.py and `siglip-text fidelity --cpu neoverse-n1`.
 #
 #   scripts/make_arm64_root.sh DIR        # DIR/root (Debian trixie arm64), DIR/site (wheels)
 #

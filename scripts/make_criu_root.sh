@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Debian trixie's criu (4.1), for the SnapStart test that checkpoints and restores a function
-# process (tests/functional/test_snapstart_criu.py). Debian 12's criu 3.17 fails on recent
+# process (tests/functional/snapstart/test_snapstart_criu.py). Debian 12's criu 3.17 fails on recent
 # kernels ("vdso: Unexpected rt vDSO area bounds"); trixie's runs on the host through the
-# root's own loader (tests/support/snapstart.py, criu_command):
+# root's own loader (devkit/snapstart.py, criu_command):
 #
 #   scripts/make_criu_root.sh DIR        # DIR/root; then SIGLIP_CRIU_ROOT=DIR/root
 #

@@ -9,7 +9,7 @@ at 32,767 and returns 1,048,544. A few hundred bytes; regenerate with
 
     python scripts/make_kernel_check.py
 
-It also writes the tests' graphs of the other weight forms (tests/support/cpus.py):
+It also writes the tests' graphs of the other weight forms (devkit/cpus.py):
 int8 weights of 64 (the 7-bit form's largest, exact on every kernel: 1,044,480) and
 uint8 weights of 255 (the U8U8 kernels: 4,161,600), beside int8 127 itself.
 """

@@ -16,7 +16,7 @@
 # The image needs root (debootstrap), a Docker engine, network (Debian mirror, PyPI) and a
 # python3 with pip (the project's venv). Takes about a minute. --host-runtime DIR fetches the
 # same runtime pieces for this machine instead (DIR/aws-lambda-rie, DIR/wheels/ with
-# awslambdaric for this python3): what tests/functional/test_image.py falls back to where no
+# awslambdaric for this python3): what tests/functional/image/test_image.py falls back to where no
 # Docker engine runs.
 #
 # What it shares with AWS's image (aws/aws-lambda-base-images, branch python3.13):

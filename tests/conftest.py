@@ -11,18 +11,27 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from siglip_text.aws.function import LambdaFunction
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.app import create_app
 from siglip_text.settings import Settings, demo_model_dir, load_service, load_settings
 
+from devkit import outcomes
+from devkit.aws_lambda import LambdaContext, built_lambda
+from devkit.keys import KEY
+from devkit.paths import FIXTURES
+from devkit.secrets_manager import SecretsServer, moto_endpoint, secrets_server
+from devkit.servers import demo_server
 from devkit.snapstart_emulation import criu_unavailable
-from tests.support.aws_lambda import LambdaContext
-from tests.support.paths import FIXTURES
-from tests.support.secrets_manager import moto_endpoint
-from tests.support.servers import demo_server
 
 #: The export extra's packages: tests marked ``export`` need them.
 EXPORT_EXTRA = ("torch", "transformers", "onnx")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Where ``TEST_OUTCOMES`` names a file, what the run collected, ran and skipped is
+    written there (CI runs each test once: .ci/run, devkit/outcomes.py)."""
+    outcomes.pytest_configure(config)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -95,6 +104,14 @@ def lambda_context() -> LambdaContext:
     return LambdaContext()
 
 
+@pytest.fixture(scope="module")
+def lambda_module(demo_dir: Path) -> Iterator[LambdaFunction]:
+    """The Lambda function built in-process on the demo bundle, auth mode none (the
+    package's loggers as plain `logging` has them again after the module)."""
+    with built_lambda(demo_dir) as function:
+        yield function
+
+
 @pytest.fixture(scope="session")
 def live_server() -> Iterator[str]:
     """A real `siglip-text serve --demo` process on a free loopback port; yields its base URL."""
@@ -116,3 +133,12 @@ def moto_server() -> Iterator[str]:
     pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
     with moto_endpoint() as endpoint:
         yield endpoint
+
+
+@pytest.fixture
+def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[SecretsServer]:
+    """Secrets Manager (moto in server mode, behind a relay that can hang) holding `KEY`;
+    botocore's Secrets Manager endpoint is the relay."""
+    pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
+    with secrets_server(KEY, monkeypatch) as server:
+        yield server

@@ -13,8 +13,8 @@ import pytest
 from siglip_text.cli import main
 
 from benchmarks.cost import FRONTEND_USD_PER_MILLION, GB_SECOND_USD, LAMBDA_REQUEST_USD_PER_MILLION
-from tests.support.paths import ROOT
-from tests.support.readme import section, snippet, table_rows
+from devkit.paths import ROOT
+from devkit.readme import section, snippet, table_rows
 
 BULK = ROOT / "docs" / "bulk.md"
 PERFORMANCE = ROOT / "docs" / "performance.md"

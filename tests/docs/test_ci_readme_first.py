@@ -15,16 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import ROOT
-from tests.support.readme import snippet
+from devkit.paths import ROOT
+from devkit.readme import snippet
 
 #: what the step needs to read the block: the docs tests' own parser and what it imports
 PARSER = [
-    "tests/__init__.py",
-    "tests/support/__init__.py",
-    "tests/support/readme.py",
-    "tests/support/paths.py",
     "devkit/__init__.py",
+    "devkit/readme.py",
+    "devkit/paths.py",
     "devkit/events.py",
 ]
 STEP_END = "# 2. Everything else"
@@ -92,7 +90,7 @@ def test_the_block_runs_in_a_copy_without_siglip_variables(tmp_path: Path) -> No
     where, *listed, siglip_count = seen.read_text().split()
     # THEN the block ran in a copy of the checkout, not in it, with no SIGLIP_ or CI variable,
     assert Path(where).parent == tmp_path and Path(where) != repo
-    assert {"README.md", "tests", "devkit"} <= set(listed)
+    assert {"README.md", "devkit"} <= set(listed)
     assert siglip_count == "0"
     # and the copy is gone afterwards
     assert not Path(where).exists()

@@ -3,8 +3,8 @@ a row for every client the page documents, and a section for each framework it l
 
 from __future__ import annotations
 
-from tests.support.paths import ROOT
-from tests.support.readme import blocks, section, table_rows
+from devkit.paths import ROOT
+from devkit.readme import blocks, section, table_rows
 
 CLIENTS_MD = ROOT / "docs" / "clients.md"
 

@@ -10,9 +10,9 @@ import shlex
 import tomllib
 
 from devkit.deployment import MANAGED_INSTANCES_TEMPLATE, load_template
+from devkit.paths import ROOT
+from devkit.readme import section, table_rows
 from devkit.sam import parameter_defaults
-from tests.support.paths import ROOT
-from tests.support.readme import section, table_rows
 
 MANAGED = ROOT / "docs" / "managed-instances.md"
 DEPLOY = ROOT / "docs" / "deploy.md"

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.paths import ROOT
+from devkit.paths import ROOT
 
 DEPLOY = ROOT / "docs" / "deploy.md"
 

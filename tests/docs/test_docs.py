@@ -10,8 +10,8 @@ import pytest
 from siglip_text.settings import ENV_PREFIX, Settings
 
 from devkit.deployment import function_resource, load_template
-from tests.support.paths import ROOT
-from tests.support.readme import section, table_rows
+from devkit.paths import ROOT
+from devkit.readme import section, table_rows
 
 CONFIGURATION = ROOT / "docs" / "configuration.md"
 #: What a default cell holds for a setting without a default value (None).

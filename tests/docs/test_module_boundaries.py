@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import ROOT
+from devkit.paths import ROOT
 
 
 @pytest.mark.slow

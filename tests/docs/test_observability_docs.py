@@ -1,4 +1,4 @@
-"""docs/deploy.md's Logs Insights queries read fields the log lines carry.
+"""docs/deploy-observability.md's Logs Insights queries read fields the log lines carry.
 
 The function's lines are made by its own code: the request observer (http/observability.py)
 with Powertools' Logger and Metrics, as lambda_function.py builds them, writing to stdout as
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from devkit.deployment import load_template
-from tests.support.readme import snippet
+from devkit.readme import snippet
 
 #: Fields Logs Insights gives every event.
 BUILT_IN = {"@timestamp", "@logStream", "@message", "@log"}

@@ -37,6 +37,8 @@ from devkit.deployment import (
     function_resource,
     load_template,
 )
+from devkit.openai_shapes import assert_openai_error
+from devkit.paths import ROOT
 from devkit.sam import (
     evaluate_conditions,
     function_environment,
@@ -44,8 +46,6 @@ from devkit.sam import (
     resolve,
     translate,
 )
-from tests.support.openai_shapes import assert_openai_error
-from tests.support.paths import ROOT
 
 HANDLER = "siglip_text.lambda_function.handler"
 #: Powertools settings the function sets; each is read by Powertools or aws/function.py.
@@ -100,7 +100,7 @@ def lock() -> dict[str, list[tuple[Version, str]]]:
 def test_dockerfile_cmd_and_template_command_are_the_lambda_entry_point(
     function: dict[str, Any],
 ) -> None:
-    # (the image's own CMD is read from the built image: tests/functional/test_image.py)
+    # (the image's own CMD is read from the built image: tests/functional/image/test_image.py)
     assert function["Properties"]["ImageConfig"]["Command"] == [HANDLER]
     module, _, attribute = HANDLER.rpartition(".")
     source = ROOT / "handler" / (module.replace(".", "/") + ".py")
@@ -213,7 +213,7 @@ def test_api_routes_are_exactly_the_apps_routes_each_a_proxy_to_the_live_alias(
         for operation in item.values():
             integration = operation["x-amazon-apigateway-integration"]
             assert (integration["type"], integration["httpMethod"]) == ("aws_proxy", "POST")
-            # the `live` alias by ARN (tests/support/stacks.py resolves it)
+            # the `live` alias by ARN (devkit/stacks.py resolves it)
             uri = integration["uri"]["Fn::Sub"]
             assert uri.endswith(":function:${SiglipTextFunction}:live/invocations")
     # no function Events: SAM would give their invoke permissions no condition
@@ -562,7 +562,7 @@ def _js_regex(pattern: str) -> re.Pattern[str]:
 
 
 def test_the_bot_rewrites_every_file_that_pins_the_base_image_so_its_change_is_whole() -> None:
-    # GIVEN the patching bot's rule for the base image (docs/deploy.md, "Patching")
+    # GIVEN the patching bot's rule for the base image (docs/deploy-updates.md, "Patching")
     config = json.loads(RENOVATE.read_text())
     (manager,) = [m for m in config["customManagers"] if m.get("datasourceTemplate") == "docker"]
     patterns = [_js_regex(p) for p in manager["managerFilePatterns"]]

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from devkit.deployment import load_template
-from tests.support.guided import drive_guided
-from tests.support.paths import ROOT
-from tests.support.sam_build import project_copy, sam_executable
+from devkit.guided import drive_guided
+from devkit.paths import ROOT
+from devkit.sam_build import project_copy, sam_executable
 
-pytestmark = pytest.mark.slow  # the SAM CLI in a process of its own
+pytestmark = [pytest.mark.slow, pytest.mark.sam_cli]  # the SAM CLI in a process of its own
 
 #: SAM's own questions: stack name, region, confirm changes, IAM role creation, disable
 #: rollback, save the answers, the file, the environment.

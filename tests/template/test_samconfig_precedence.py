@@ -8,7 +8,7 @@ These tests write what a guided run leaves with that very code, then resolve wha
 gets: `sam build` through the SAM CLI's function provider (the architecture it builds for,
 the build arguments), `sam deploy` through AWS's SAM translator with the parameters the
 deploy section gives (the architecture the function runs on). The SAM CLI runs in its own
-environment (it pins its own click): tests/support/samcli_probe.py is its side.
+environment (it pins its own click): devkit/samcli_probe.py is its side.
 """
 
 from __future__ import annotations
@@ -24,11 +24,14 @@ from typing import Any
 import pytest
 from siglip_text.tools.deploy_check import deploy_options, split_overrides
 
+from devkit.paths import ROOT
 from devkit.sam import resolve, translate
-from tests.support.paths import ROOT
-from tests.support.sam_build import sam_python, samcli_probe
+from devkit.sam_build import sam_python, samcli_probe
 
-pytestmark = pytest.mark.slow  # each test runs the SAM CLI in a process of its own
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.sam_cli,
+]  # each test runs the SAM CLI in a process of its own
 
 if sam_python() is None:
     if os.environ.get("CI") == "true":

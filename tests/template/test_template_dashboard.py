@@ -21,8 +21,8 @@ import pytest
 
 from devkit.deployment import samconfig_parameters
 from devkit.lambda_context import LambdaContext
+from devkit.paths import ROOT
 from devkit.sam import evaluate_conditions, parameter_defaults, resolve, source_template, translate
-from tests.support.paths import ROOT
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:siglip-text-alarms"
 FUNCTION = "siglip-text-prod-SiglipTextFunction-AbCdEf123456"

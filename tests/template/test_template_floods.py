@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from devkit.rules import refusals
 from devkit.sam import (
     evaluate_conditions,
     parameter_defaults,
@@ -19,7 +20,6 @@ from devkit.sam import (
     resources_of_type,
     translate,
 )
-from tests.support.rules import refusals
 
 
 def refused(**overrides: str) -> list[str]:

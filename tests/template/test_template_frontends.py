@@ -22,7 +22,7 @@ from devkit.sam import (
     parameter_defaults,
     resolve,
 )
-from tests.support.stacks import FRONTENDS, Stack, deploy
+from devkit.stacks import FRONTENDS, Stack, deploy
 
 PSEUDO = {
     "AWS::Region": REGION,

@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("samtranslator", reason="aws-sam-translator is in the test extra")
 
 from devkit.deployment import MANAGED_INSTANCES_TEMPLATE, load_template  # noqa: E402
+from devkit.rules import refusals  # noqa: E402
 from devkit.sam import (  # noqa: E402
     create_only_properties,
     evaluate_conditions,
@@ -24,7 +25,6 @@ from devkit.sam import (  # noqa: E402
     source_template,
     translate,
 )
-from tests.support.rules import refusals  # noqa: E402
 
 SUBNETS = "subnet-0a1b2c3d,subnet-4e5f6a7b"
 GROUPS = "sg-0123abcd"

@@ -2,7 +2,7 @@
 
 Each test translates the template as CloudFormation does on deploy (devkit/sam.py) and
 keeps the resources whose condition holds under the given parameters
-(tests/support/stacks.py's `deploy`): the production environment of samconfig.toml
+(devkit/stacks.py's `deploy`): the production environment of samconfig.toml
 (`sam deploy --config-env prod`) with a gradual deploy, its pre-traffic hook and CodeDeploy's
 role, logs that expire, the REST API's access log and its failed-invoke alarm, and request
 limits that fit the function's time.
@@ -20,9 +20,9 @@ from siglip_text.http.response_size import LAMBDA_RESPONSE_LIMIT_BYTES, inputs_t
 from siglip_text.settings import Settings
 
 from devkit.deployment import load_template, samconfig_parameters
+from devkit.paths import ROOT
 from devkit.sam import resolve
-from tests.support.paths import ROOT
-from tests.support.stacks import FRONTENDS, Stack, deploy
+from devkit.stacks import FRONTENDS, Stack, deploy
 
 SERVED = "SiglipTextFunction"
 HOOK = "DeployHookFunction"

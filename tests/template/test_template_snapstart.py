@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("samtranslator", reason="aws-sam-translator is in the test extra")
 
 from devkit.deployment import load_template  # noqa: E402
+from devkit.rules import refusals  # noqa: E402
 from devkit.sam import (  # noqa: E402
     lint_findings,
     parameter_defaults,
@@ -20,7 +21,6 @@ from devkit.sam import (  # noqa: E402
     resources_of_type,
     translate,
 )
-from tests.support.rules import refusals  # noqa: E402
 
 #: Lambda's largest ephemeral storage (/tmp) with SnapStart, in MB.
 SNAPSTART_MAX_EPHEMERAL_MB = 512

@@ -19,11 +19,11 @@ from devkit.deployment import (
     load_template,
     samconfig_parameters,
 )
+from devkit.paths import ROOT
+from devkit.readme import section, table_rows
+from devkit.rules import constraint_refusals, refusals
 from devkit.sam import parameter_defaults, source_template, translate
-from tests.support.paths import ROOT
-from tests.support.readme import section, table_rows
-from tests.support.rules import constraint_refusals, refusals
-from tests.support.stacks import Stack, deploy
+from devkit.stacks import Stack, deploy
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:siglip-text-alarms"
 PSEUDO = {

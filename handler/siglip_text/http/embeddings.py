@@ -218,9 +218,9 @@ def validate_request(
         raise TooManyInputsError(bound.refusal(len(inputs.items)), param="input")
     if isinstance(inputs, TokenIdInputs) and settings.token_id_inputs == "reject":
         raise TokenIdInputsRejectedError(
-            f"'input' is token ids; this endpoint takes text: send the text. "
-            f"{FOREIGN_TOKEN_IDS_HINT}. Callers using this bundle's tokenizer: the operator "
-            "may set SIGLIP_TOKEN_ID_INPUTS=accept",
+            "'input' is token ids, refused here (SIGLIP_TOKEN_ID_INPUTS=reject): send the text. "
+            f"{FOREIGN_TOKEN_IDS_HINT}. If callers use this bundle's tokenizer, set "
+            "SIGLIP_TOKEN_ID_INPUTS=accept",
             param="input",
         )
     # An empty string is a text (<eos> then pads, as the training pipeline embeds it); an

@@ -1,0 +1,135 @@
+"""Real servers for the tests: `siglip-text serve --demo` in a subprocess on loopback.
+
+`demo_server` yields its base URL; `running_server` a `LiveServer`: the URL, the process (to
+send SIGTERM and read the exit status), and its memory from ``/proc`` (resident set and its
+peak, which ``clear_refs`` resets, so that a peak is measured over one phase of a test only).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from devkit.keys import KEY
+from devkit.secrets_manager import secrets_server
+
+MIB = 1024 * 1024
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def demo_server(**settings: str) -> Iterator[str]:
+    """`siglip-text serve --demo` in a subprocess with extra ``SIGLIP_*`` settings; its URL."""
+    with running_server(**settings) as server:
+        yield server.base
+
+
+@dataclass
+class LiveServer:
+    base: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path  # its stderr: a file, so that a chatty server never blocks on a full pipe
+
+    @property
+    def url(self) -> str:
+        return f"{self.base}/v1/embeddings"
+
+    def _status(self, field: str) -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024  # kB
+        raise LookupError(field)
+
+    def rss(self) -> int:
+        """Resident set size now, in bytes."""
+        return self._status("VmRSS")
+
+    def reset_peak(self) -> None:
+        """Start a new peak: VmHWM becomes the current RSS (Linux ``clear_refs`` value 5)."""
+        Path(f"/proc/{self.process.pid}/clear_refs").write_text("5")
+
+    def peak_rss(self) -> int:
+        """The peak resident set since the last `reset_peak` (or since the start), bytes."""
+        return self._status("VmHWM")
+
+    def terminate(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+
+    def wait(self, timeout: float) -> int:
+        return self.process.wait(timeout=timeout)
+
+    def stderr(self) -> str:
+        """What the server has logged so far."""
+        return self.log.read_text(errors="replace")
+
+
+@contextmanager
+def running_server(
+    *, log_level: str = "warning", args: Sequence[str] = (), **settings: str
+) -> Iterator[LiveServer]:
+    """`siglip-text serve --demo` with extra ``SIGLIP_*`` settings and command-line ``args``,
+    healthy; stopped after."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIGLIP_")}
+    env["SIGLIP_ORT_INTRA_OP_THREADS"] = "1"
+    env.update(settings)
+    command = [sys.executable, "-m", "siglip_text.cli", "serve", "--demo", "--port", str(port)]
+    with tempfile.NamedTemporaryFile(prefix="siglip-serve-", suffix=".log", delete=False) as log:
+        process = subprocess.Popen(
+            [*command, *args, "--log-level", log_level],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    server = LiveServer(f"http://127.0.0.1:{port}", port, process, Path(log.name))
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"server exited: {server.stderr()}")
+            try:
+                if httpx.get(f"{server.base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("server did not become healthy in 60 s")
+            time.sleep(0.1)
+        yield server
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+        server.log.unlink(missing_ok=True)
+
+
+@contextmanager
+def keyed_server(**settings: str) -> Iterator[LiveServer]:
+    """`running_server` in auth mode api-key, its key (`devkit.keys.KEY`) in moto's Secrets
+    Manager on loopback (`secrets_manager.secrets_server`)."""
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        secrets_server(KEY, patch) as secrets,
+        running_server(
+            SIGLIP_AUTH_MODE="api-key", SIGLIP_API_KEY_SECRET_ARN=secrets.arn, **settings
+        ) as live,
+    ):
+        yield live
