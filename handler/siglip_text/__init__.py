@@ -5,7 +5,7 @@ import os
 #: The project's version, in one place: pyproject.toml reads it (``dynamic = ["version"]``),
 #: and the function image, which has no package metadata, imports it. Every exported
 #: manifest records it: bump it whenever export output changes (CHANGELOG.md).
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 
 # onnxruntime 1.32 on Linux writes a device id and an event database under
 # ~/.cache/Microsoft/DeveloperTools and uploads telemetry unless this is set
