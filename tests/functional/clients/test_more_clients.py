@@ -26,7 +26,7 @@ from devkit.paths import ROOT
 from devkit.readme import snippet
 from devkit.servers import demo_server
 
-pytestmark = pytest.mark.slow  # a server subprocess and the client libraries
+pytestmark = [pytest.mark.slow, pytest.mark.clients]  # a server subprocess and the client libraries
 
 MODEL = "siglip-text/synthetic-demo-tiny"
 #: a text past griptape's default chunk size (2,041 tiktoken tokens): about 1,000 tokens of

@@ -85,6 +85,7 @@ def test_the_openapi_schema_lists_nims_values(client: TestClient) -> None:
 
 
 @pytest.mark.slow  # the client's import (LangChain) takes seconds
+@pytest.mark.clients
 def test_nvidia_embeddings_gets_the_right_vectors(
     live_server: str, service: EmbeddingService
 ) -> None:

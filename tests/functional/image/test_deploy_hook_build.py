@@ -14,7 +14,7 @@ import yaml
 from devkit.paths import ROOT
 from devkit.sam_build import sam_executable
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.sam_cli]
 
 
 class _CfnLoader(yaml.SafeLoader):

@@ -16,10 +16,14 @@ from siglip_text.settings import Settings
 from devkit.framing_cases import FRAMING_CASES, PARSER_DIFFERENCES, SECOND
 from devkit.guarded_server import Exchange, exchange, guarded_server
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("httptools") is None,
-    reason="httptools is not installed (the comparison needs both parsers): pip install httptools",
-)
+pytestmark = [
+    pytest.mark.httptools,
+    pytest.mark.skipif(
+        importlib.util.find_spec("httptools") is None,
+        reason="httptools is not installed (the comparison needs both parsers): "
+        "pip install httptools",
+    ),
+]
 
 
 @pytest.fixture(scope="module")
