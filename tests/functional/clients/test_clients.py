@@ -4,11 +4,13 @@ as written against a live `siglip-text serve --demo`.
 Each Python snippet is executed (the docs' base URL swapped for the live server's) and
 its ``vectors`` are compared with a direct ``encoding_format="float"`` request for the same
 texts. The clients come from the ``clients`` extra (the heavier ones from .ci/run's clients
-step); a missing one skips its test, naming it. The Node snippets run when node and their npm
-packages (installed by .ci/run into .ci/node) are present. A client that gets an error (a 400
-for a field the server refuses) raises it, so its test fails with the server's message. Nothing
-leaves the loopback interface: the clients' own network habits (litellm's price list,
-telemetry) are turned off through their documented variables.
+step); a missing one skips its test, naming it. crewAI and camel-ai cannot share that
+environment: their snippets run in a venv of their own each (.ci/venvs, made by .ci/run's
+client venvs step; devkit/client_venvs.py) in a subprocess. The Node snippets run when node
+and their npm packages (installed by .ci/run into .ci/node) are present. A client that gets an
+error (a 400 for a field the server refuses) raises it, so its test fails with the server's
+message. Nothing leaves the loopback interface: the clients' own network habits (litellm's
+price list, telemetry) are turned off through their documented variables.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import httpx
 import numpy as np
 import pytest
 
+from devkit import client_venvs
 from devkit.paths import ROOT
 from devkit.readme import README_BASE_URL, blocks, output, snippet
 from devkit.servers import demo_server
@@ -41,7 +44,8 @@ NODE_MODULES = ROOT / ".ci" / "node" / "node_modules"
 MODEL = "siglip-text/synthetic-demo-tiny"
 TEXTS = ["a red block", "a robot arm"]
 
-#: snippet -> the module it needs (from the clients extra)
+#: snippet -> the module it needs (from the clients extra; for those of
+#: client_venvs.PACKAGES, in their own venv)
 PYTHON_CLIENTS = {
     "openai": "openai",
     "openai-async": "openai",
@@ -72,8 +76,6 @@ PYTHON_CLIENTS = {
 EXTRA = "pip install -e '.[clients]'"
 HEAVY = ("pymilvus", "semantic-router", "mem0", "lightrag", "ragas")
 INSTALLED_BY = {name: "pip install -r .ci/clients-requirements.txt" for name in HEAVY}
-# they cannot resolve with the test extra (docs/clients.md says why): not in CI
-INSTALLED_BY.update({name: f"pip install {name}; not in CI" for name in ("crewai", "camel-ai")})
 #: Node snippet -> the npm packages it needs (.ci/run installs them into .ci/node)
 NODE_CLIENTS = {
     "node-openai": ["openai"],
@@ -163,15 +165,22 @@ def direct_float(base: str, texts: list[str]) -> np.ndarray:
     return np.array([item["embedding"] for item in response.json()["data"]], dtype=np.float64)
 
 
-def run_python(name: str, base: str, texts: str | None = None) -> tuple[dict[str, Any], str]:
-    """Execute a documented snippet against ``base``; its namespace and what it printed.
-    ``texts``, a Python list literal, replaces the one the snippet embeds."""
-    block = snippet(name)
-    code = block.against(base)
+def snippet_code(name: str, base: str, texts: str | None = None) -> str:
+    """A documented snippet's code against ``base``; ``texts``, a Python list literal,
+    replaces the one it embeds."""
+    code = snippet(name).against(base)
     if texts is not None:
         documented = repr(TEXTS).replace("'", '"')
         assert documented in code, f"{name}: does not embed {documented}"
         code = code.replace(documented, texts)
+    return code
+
+
+def run_python(name: str, base: str, texts: str | None = None) -> tuple[dict[str, Any], str]:
+    """Execute a documented snippet against ``base``; its namespace and what it printed.
+    ``texts``, a Python list literal, replaces the one the snippet embeds."""
+    block = snippet(name)
+    code = snippet_code(name, base, texts)
     namespace: dict[str, Any] = {"__name__": f"readme_{name.replace('-', '_')}"}
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -179,9 +188,25 @@ def run_python(name: str, base: str, texts: str | None = None) -> tuple[dict[str
     return namespace, printed.getvalue()
 
 
+def snippet_vectors(
+    name: str, base: str, tmp_path: Path, texts: str | None = None
+) -> tuple[Any, str]:
+    """A documented snippet's ``vectors`` and what it printed, run in this process or, for a
+    client of a venv of its own, in that venv's python."""
+    if name in client_venvs.PACKAGES:
+        return client_venvs.snippet_vectors(name, snippet_code(name, base, texts), tmp_path)
+    namespace, printed = run_python(name, base, texts)
+    return namespace["vectors"], printed
+
+
 def needs_python_client(name: str, request: pytest.FixtureRequest) -> None:
-    """Skip, naming where it comes from, unless the client of snippet ``name`` is installed;
-    for llm, register the plugin the docs ship."""
+    """Skip, naming where it comes from, unless the client of snippet ``name`` is installed
+    (or its venv made); for llm, register the plugin the docs ship."""
+    if name in client_venvs.PACKAGES:
+        reason = client_venvs.missing(name)
+        if reason is not None:
+            pytest.skip(reason)
+        return
     if not _installed(PYTHON_CLIENTS[name]):
         pytest.skip(f"{PYTHON_CLIENTS[name]} is not installed ({INSTALLED_BY.get(name, EXTRA)})")
     if name == "llm":
@@ -218,15 +243,15 @@ def test_every_snippet_in_the_docs_has_a_test() -> None:
 
 @pytest.mark.parametrize("name", list(PYTHON_CLIENTS))
 def test_python_client_snippet_gives_the_direct_float_vectors(
-    server: str, name: str, request: pytest.FixtureRequest
+    server: str, name: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     needs_python_client(name, request)
     # GIVEN the documented snippet for this client, pointed at a live demo server
     expected = direct_float(server, TEXTS)
     # WHEN it runs as written
-    namespace, printed = run_python(name, server)
+    vectors, printed = snippet_vectors(name, server, tmp_path)
     # THEN its vectors are the ones a direct float request returns, and it says what it got
-    assert cosines(namespace["vectors"], expected).min() >= 0.999999
+    assert cosines(vectors, expected).min() >= 0.999999
     assert printed.strip() == "2 vectors of 32"
 
 
@@ -304,12 +329,12 @@ REWRITE_NEWLINES = {"llama-index", "llama-index-openai-like", "mem0"}
 
 @pytest.mark.parametrize("name", list(PYTHON_CLIENTS))
 def test_python_client_sends_newlines_as_the_docs_say(
-    server: str, name: str, request: pytest.FixtureRequest
+    server: str, name: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     needs_python_client(name, request)
     # GIVEN the documented snippet, WHEN it embeds a text with a newline
-    namespace, _ = run_python(name, server, texts=f"[{TEXTS[0]!r}, {NEWLINE!r}]")
-    got = namespace["vectors"][1:]
+    vectors, _ = snippet_vectors(name, server, tmp_path, texts=f"[{TEXTS[0]!r}, {NEWLINE!r}]")
+    got = vectors[1:]
     as_sent = direct_float(server, [NEWLINE])
     if name in REWRITE_NEWLINES:
         # THEN a client that rewrites the text gets another text's vector: the docs warn

@@ -4,8 +4,9 @@ the client fails, or gets another vector), and NVIDIA's NIM fields work.
 
 Their documented snippets themselves run in tests/functional/test_clients.py (as written,
 vectors against a direct float request, a newline kept). A client that is not installed skips,
-naming its package: most come from the ``clients`` extra, the heavier ones from
-.ci/clients-requirements.txt; crewAI and chonkie's catsu backend only where installed by hand.
+naming its package: most come from the ``clients`` extra, the heavier ones (and chonkie's catsu
+backend) from .ci/clients-requirements.txt; crewAI, which cannot share that environment, runs
+in a venv of its own (.ci/venvs/crewai, devkit/client_venvs.py) in a subprocess.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ import httpx
 import numpy as np
 import pytest
 
+from devkit import client_venvs
 from devkit.paths import ROOT
 from devkit.readme import snippet
 from devkit.servers import demo_server
 
-pytestmark = [pytest.mark.slow, pytest.mark.clients]  # a server subprocess and the client libraries
+pytestmark = [pytest.mark.slow, pytest.mark.clients]  # a server subprocess and the clients
 
 MODEL = "siglip-text/synthetic-demo-tiny"
 #: a text past griptape's default chunk size (2,041 tiktoken tokens): about 1,000 tokens of
@@ -145,7 +147,10 @@ def test_griptape_default_tokenizer_averages_chunks_and_none_sends_the_text(
 
 def test_chonkie_openai_embeddings_ignores_base_url_as_the_docs_warn() -> None:
     needs("chonkie", "chonkie")
-    needs("catsu", "catsu (chonkie[catsu], its OpenAIEmbeddings backend)")
+    needs(
+        "catsu",
+        "catsu (chonkie[catsu], its OpenAIEmbeddings backend; .ci/clients-requirements.txt)",
+    )
     from chonkie import OpenAIEmbeddings
 
     # GIVEN chonkie's OpenAIEmbeddings given a base_url (port 9: nothing is sent)
@@ -162,16 +167,32 @@ def test_chonkie_openai_embeddings_ignores_base_url_as_the_docs_warn() -> None:
 # --- crewAI: model_name, not model -------------------------------------------------------
 
 
-def test_crewai_model_key_fails_and_model_name_is_the_documented_key() -> None:
-    needs("crewai", "crewai")
-    from crewai.rag.embeddings.factory import build_embedder
+#: build_embedder given "model" (port 9: the failure comes before any request), in crewAI's venv
+CREWAI_MODEL_KEY = f"""
+from crewai.rag.embeddings.factory import build_embedder
 
+config = {{"model": {MODEL!r}, "api_base": "http://127.0.0.1:9/v1", "api_key": "not-used"}}
+try:
+    build_embedder({{"provider": "openai", "config": config}})
+except TypeError as error:
+    print("TypeError:", error)
+else:
+    print("no error")
+"""
+
+
+def test_crewai_model_key_fails_and_model_name_is_the_documented_key(tmp_path: Path) -> None:
+    reason = client_venvs.missing("crewai")
+    if reason is not None:
+        pytest.skip(reason)
     code = snippet("crewai").code
     assert '"model_name":' in code
-    # port 9: the failure comes before any request
-    config = {"model": MODEL, "api_base": "http://127.0.0.1:9/v1", "api_key": "not-used"}
-    with pytest.raises(TypeError, match="unexpected keyword argument 'model'"):
-        build_embedder({"provider": "openai", "config": config})
+    # GIVEN crewAI's build_embedder given "model", WHEN it builds the embedder
+    done = client_venvs.run("crewai", CREWAI_MODEL_KEY, tmp_path)
+    # THEN it refuses the key: "model_name", as documented, is the one it takes
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "TypeError:" in done.stdout, done.stdout
+    assert "unexpected keyword argument 'model'" in done.stdout, done.stdout
 
 
 # --- NVIDIA: NIM's truncate --------------------------------------------------------------
