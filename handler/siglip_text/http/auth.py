@@ -1,35 +1,8 @@
 """API keys (auth mode ``api-key``): ``Authorization: Bearer <key>``, keys in Secrets Manager
 or, for `serve` only, in a key file (`KeyFileAuthenticator`, ``SIGLIP_API_KEY_FILE``).
 
-The secret (``SIGLIP_API_KEY_SECRET_ARN``, its forms and its one read: `key_secret`) is read
-first at init, so a missing secret or permission fails the start, then again ahead of
-expiry: once the keys held are ``SIGLIP_API_KEY_CACHE_SECONDS`` old, or `REFRESH_LEAD_SECONDS`
-(the longest one read takes) before they reach ``SIGLIP_API_KEY_MAX_STALENESS_SECONDS``,
-whichever comes first (`ApiKeyAuthenticator.refresh_age`): so a staleness limit equal to the
-cache period still leaves a read the time to end before the keys held go stale. That is one
-Secrets Manager call per execution environment per period. A failed read is one attempt
-(short timeouts, no retry), logged and counted; the next attempt waits (`retry_delay`), and the
-keys already held stay valid until they are ``SIGLIP_API_KEY_MAX_STALENESS_SECONDS`` old.
-Past that, requests with a key get a 503 with ``Retry-After`` until a read succeeds
-(docs/api.md, "During a Secrets Manager outage").
-
-Where the reads run: on Lambda (whose environment is frozen between invocations) in the
-request that finds the keys due, so the first request after a quiet spell waits for the read
-(a few ms) and gets a 200. In `serve` a thread of its own keeps the keys fresh on that
-schedule, traffic or none (`ApiKeyAuthenticator.keep_fresh`): no request ever waits for
-Secrets Manager, which would hold the event loop and every connection on it, and a quiet
-spell never leaves the keys stale while Secrets Manager answers. A request that finds them
-due all the same (the process was stopped) starts a read in the background.
-
-An init that will be snapshotted (SnapStart) must not hold a key: it checks the secret with
-``DescribeSecret`` instead (`ApiKeyAuthenticator.check_readable`: it exists, is not being
-deleted, has a current version; the value is never sent), and the keys are read after each
-restore (`ApiKeyAuthenticator.reload`, with a deadline). Its warm-up request presents a key made
-for it alone (`ApiKeyAuthenticator.warm_up_key`), valid only while it runs.
-
-A presented token is compared with every key in constant time (``hmac.compare_digest`` over
-SHA-256 digests, so neither content nor length leaks through timing). No key, and no token, is
-ever written to a log or an error message.
+The schedule of the reads, where they run, SnapStart and the comparison:
+`ApiKeyAuthenticator`; the layers: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -96,11 +69,36 @@ def _digest(value: str) -> bytes:
 class ApiKeyAuthenticator:
     """Checks Bearer tokens against the keys of one secret, read on its own schedule.
 
-    The keys are read again once they are `refresh_age` old. A failed read leaves the
-    keys held as they were and schedules the next attempt (`retry_delay`: at most one
-    attempt per interval, however many requests arrive); held keys stay valid until they are
-    ``max_staleness_seconds`` old, then every request gets a 503 (`KeysUnavailableError`,
-    with ``Retry-After``) until a read succeeds: never open, never a 500.
+    The secret (``SIGLIP_API_KEY_SECRET_ARN``, its forms and its one read: `key_secret`) is read
+    first at init, so a missing secret or permission fails the start, then again ahead of
+    expiry: once the keys held are ``SIGLIP_API_KEY_CACHE_SECONDS`` old, or `REFRESH_LEAD_SECONDS`
+    (the longest one read takes) before they reach ``SIGLIP_API_KEY_MAX_STALENESS_SECONDS``,
+    whichever comes first (`ApiKeyAuthenticator.refresh_age`): so a staleness limit equal to the
+    cache period still leaves a read the time to end before the keys held go stale. That is one
+    Secrets Manager call per execution environment per period. A failed read is one attempt
+    (short timeouts, no retry), logged and counted; the next attempt waits (`retry_delay`: at most
+    one attempt per interval, however many requests arrive), and the
+    keys already held stay valid until they are ``SIGLIP_API_KEY_MAX_STALENESS_SECONDS`` old.
+    Past that, requests with a key get a 503 with ``Retry-After`` until a read succeeds
+    (docs/api.md, "During a Secrets Manager outage").
+
+    Where the reads run: on Lambda (whose environment is frozen between invocations) in the
+    request that finds the keys due, so the first request after a quiet spell waits for the read
+    (a few ms) and gets a 200. In `serve` a thread of its own keeps the keys fresh on that
+    schedule, traffic or none (`ApiKeyAuthenticator.keep_fresh`): no request ever waits for
+    Secrets Manager, which would hold the event loop and every connection on it, and a quiet
+    spell never leaves the keys stale while Secrets Manager answers. A request that finds them
+    due all the same (the process was stopped) starts a read in the background.
+
+    An init that will be snapshotted (SnapStart) must not hold a key: it checks the secret with
+    ``DescribeSecret`` instead (`ApiKeyAuthenticator.check_readable`: it exists, is not being
+    deleted, has a current version; the value is never sent), and the keys are read after each
+    restore (`ApiKeyAuthenticator.reload`, with a deadline). Its warm-up request presents a key made
+    for it alone (`ApiKeyAuthenticator.warm_up_key`), valid only while it runs.
+
+    A presented token is compared with every key in constant time (``hmac.compare_digest`` over
+    SHA-256 digests, so neither content nor length leaks through timing). No key, and no token, is
+    ever written to a log or an error message.
 
     ``background``: the read runs in a thread of its own and no request waits for it
     (`serve`, which also calls `keep_fresh`). Otherwise (Lambda, whose environment is frozen

@@ -1,24 +1,6 @@
 """`serve`'s connections under uvicorn: the guarded HTTP protocol and the graceful server.
 
-uvicorn arms no timer before a connection's first request and counts idle connections against
-its concurrency limit, so its protocol is guarded (`guarded_protocol`):
-
-- a connection must complete its request headers within ``SIGLIP_HEADER_TIMEOUT_SECONDS`` of
-  opening (and of its previous answer), else it is closed: a socket that sends nothing, or a
-  header line now and then, cannot stay;
-- a request's line and headers over `MAX_HEADER_BYTES` get a 431, counted on the bytes before
-  either parser sees them (h11 alone refuses an unfinished head past 16 KiB and lets a larger
-  one through when it arrives whole; llhttp, under httptools, has no bound);
-- a request the parser refuses gets a 400 in OpenAI's shape (uvicorn answers plain text), and
-  one whose framing RFC 9112 calls ambiguous or faulty (`framing_refusal`: Content-Length with
-  Transfer-Encoding, and what else one parser lets through and the other refuses) a 400
-  before the app sees it; either way the connection is closed after that one answer;
-- at most ``SIGLIP_MAX_CONNECTIONS`` are open; at the cap a new connection closes the one
-  idle longest (no request in progress) to make room, and only when every connection has a
-  request in progress is the newcomer answered 429 (``Retry-After``); idle connections never
-  count against admission, which counts requests (`http.admission`).
-
-The server (`server_class`) is uvicorn's, with the front layer's shutdown grace period.
+The guards: `guarded_protocol`; the layers: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -78,7 +60,28 @@ def guarded_protocol(
     *, header_timeout: float, max_connections: int, parser: Parser = "auto"
 ) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol (``parser``: ``auto`` is httptools when installed, else h11),
-    with the guards of the module docstring."""
+    guarded.
+
+    uvicorn arms no timer before a connection's first request and counts idle connections against
+    its concurrency limit, so this protocol is guarded:
+
+    - a connection must complete its request headers within ``SIGLIP_HEADER_TIMEOUT_SECONDS`` of
+      opening (and of its previous answer), else it is closed: a socket that sends nothing, or a
+      header line now and then, cannot stay;
+    - a request's line and headers over `MAX_HEADER_BYTES` get a 431, counted on the bytes before
+      either parser sees them (h11 alone refuses an unfinished head past 16 KiB and lets a larger
+      one through when it arrives whole; llhttp, under httptools, has no bound);
+    - a request the parser refuses gets a 400 in OpenAI's shape (uvicorn answers plain text), and
+      one whose framing RFC 9112 calls ambiguous or faulty (`framing_refusal`: Content-Length with
+      Transfer-Encoding, and what else one parser lets through and the other refuses) a 400
+      before the app sees it; either way the connection is closed after that one answer;
+    - at most ``SIGLIP_MAX_CONNECTIONS`` are open; at the cap a new connection closes the one
+      idle longest (no request in progress) to make room, and only when every connection has a
+      request in progress is the newcomer answered 429 (``Retry-After``); idle connections never
+      count against admission, which counts requests (`http.admission`).
+
+    The server (`server_class`) is uvicorn's, with the front layer's shutdown grace period.
+    """
     base = _parser_protocol(parser)
     refusal = error_answer(
         OverloadedError(

@@ -3,21 +3,7 @@ routes that owns the key check, the body limit and admission, so that each reque
 authenticated once, its body bounded once and admitted once, whichever entry point it came
 through. `app.create_app` puts it in front of the routes.
 
-It carries out, for each request, what its parts decide:
-
-- `gate`: what to do, from the request's head alone (host, shutdown, key, a body where none
-  is taken, media type, content coding, declared length): pass, refuse, or admit;
-- `admission`: one of ``in_flight + pending`` places, taken before one byte of the body is
-  read (so at most that many bodies are ever held, whatever the clients send), or a 429,
-  after evicting a slow reader if there is one; then one of ``in_flight`` running slots;
-- `body`: the body read once, bounded in size and time, or dropped after a refusal;
-- `shutdown`: the grace period, and the 503 of whatever it catches;
-- `exchange`: each request's stage, one enum.
-
-Requests without a body (``/health``, ``/v1/models``) take no admission: they cost nothing and
-must answer while the server is saturated. A ``HEAD`` request gets its ``GET``'s status and
-headers without content. Any exception that escapes the app (or this layer) is logged,
-scrubbed, and answered with an OpenAI-shaped 500: never a plain-text one.
+What it carries out, and in what order: `Front`; the layers: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -55,8 +41,25 @@ class FailureObserver(Protocol):
 
 
 class Front:
-    """The front layer; see the module docstring. `around` sets the app it stands in front of
-    (a Starlette middleware factory)."""
+    """The front layer. `around` sets the app it stands in front of (a Starlette middleware
+    factory).
+
+    It carries out, for each request, what its parts decide:
+
+    - `gate`: what to do, from the request's head alone (host, shutdown, key, a body where none
+      is taken, media type, content coding, declared length): pass, refuse, or admit;
+    - `admission`: one of ``in_flight + pending`` places, taken before one byte of the body is
+      read (so at most that many bodies are ever held, whatever the clients send), or a 429,
+      after evicting a slow reader if there is one; then one of ``in_flight`` running slots;
+    - `body`: the body read once, bounded in size and time, or dropped after a refusal;
+    - `shutdown`: the grace period, and the 503 of whatever it catches;
+    - `exchange`: each request's stage, one enum.
+
+    Requests without a body (``/health``, ``/v1/models``) take no admission: they cost nothing and
+    must answer while the server is saturated. A ``HEAD`` request gets its ``GET``'s status and
+    headers without content. Any exception that escapes the app (or this layer) is logged,
+    scrubbed, and answered with an OpenAI-shaped 500: never a plain-text one.
+    """
 
     def __init__(
         self,
