@@ -204,7 +204,7 @@ def write_checkpoint(source: Path, directory: Path) -> Path:
         },
     )
     directory.mkdir(parents=True, exist_ok=True)
-    perturbed(Siglip2Model(config).eval()).save_pretrained(directory)
+    perturbed(Siglip2Model(config).eval()).save_pretrained(directory)  # type: ignore[no-untyped-call]
     gemma.write_checkpoint_tokenizer(source, directory, shape="eos")
     return directory
 
