@@ -87,20 +87,31 @@ def running_server(
 ) -> Iterator[LiveServer]:
     """`siglip-text serve --demo` with extra ``SIGLIP_*`` settings and command-line ``args``,
     healthy; stopped after."""
+    with serving(["--demo", *args, "--log-level", log_level], **settings) as server:
+        yield server
+
+
+@contextmanager
+def serving(
+    serve_args: Sequence[str], *, healthy_within: float = 60, **settings: str
+) -> Iterator[LiveServer]:
+    """``siglip-text serve SERVE_ARGS`` in a subprocess on a free loopback port, without this
+    environment's ``SIGLIP_*`` but with one intra-op thread and ``settings``; healthy within
+    ``healthy_within`` seconds; killed after."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIGLIP_")}
     env["SIGLIP_ORT_INTRA_OP_THREADS"] = "1"
     env.update(settings)
-    command = [sys.executable, "-m", "siglip_text.cli", "serve", "--demo", "--port", str(port)]
+    command = [sys.executable, "-m", "siglip_text.cli", "serve", "--port", str(port)]
     with tempfile.NamedTemporaryFile(prefix="siglip-serve-", suffix=".log", delete=False) as log:
         process = subprocess.Popen(
-            [*command, *args, "--log-level", log_level],
+            [*command, *serve_args],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=log,
         )
     server = LiveServer(f"http://127.0.0.1:{port}", port, process, Path(log.name))
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + healthy_within
     try:
         while True:
             if process.poll() is not None:
@@ -111,7 +122,7 @@ def running_server(
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError("server did not become healthy in 60 s")
+                raise RuntimeError(f"server did not become healthy in {healthy_within:g} s")
             time.sleep(0.1)
         yield server
     finally:

@@ -22,8 +22,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,7 +40,7 @@ from devkit.aws_lambda import LambdaContext, built_lambda, expected_status
 from devkit.events import event_files
 from devkit.openai_shapes import assert_openai_error, assert_openai_response
 from devkit.paths import FIXTURES, ROOT
-from devkit.servers import free_port
+from devkit.servers import serving
 
 #: The real-shaped bundle is exported once per session (a minute or two): its cases are slow.
 BUNDLES = ("demo", pytest.param("real-int8", marks=[pytest.mark.slow, pytest.mark.export]))
@@ -423,36 +421,9 @@ def run_module(module: str, *args: str, timeout: float) -> subprocess.CompletedP
 @contextmanager
 def served(model_dir: Path) -> Iterator[str]:
     """``siglip-text serve --model-dir DIR`` on a free loopback port, healthy; its base URL."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIGLIP_")}
-    env["SIGLIP_ORT_INTRA_OP_THREADS"] = "1"
-    command = [sys.executable, "-m", "siglip_text.cli", "serve", "--model-dir", str(model_dir)]
-    with tempfile.NamedTemporaryFile(prefix="siglip-serve-", suffix=".log", delete=False) as log:
-        process = subprocess.Popen(
-            [*command, "--port", str(port), "--log-level", "warning"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                raise AssertionError(f"serve exited: {Path(log.name).read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "serve did not become healthy in 120 s"
-            time.sleep(0.2)
-        yield base
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
-        Path(log.name).unlink(missing_ok=True)
+    args = ["--model-dir", str(model_dir), "--log-level", "warning"]
+    with serving(args, healthy_within=120) as server:
+        yield server.base
 
 
 #: The benchmarks docs/performance.md, docs/api.md, docs/cpus.md and docs/managed-instances.md
