@@ -20,18 +20,33 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 from devkit.keys import KEY
 from devkit.secrets_manager import secrets_server
 
 MIB = 1024 * 1024
+#: The model id ``siglip-text serve --demo`` answers with.
+DEMO_MODEL = "siglip-text/synthetic-demo-tiny"
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def direct_float(base: str, texts: list[str], model: str = DEMO_MODEL) -> np.ndarray:
+    """``texts``' vectors as plain HTTP gets them from ``base`` (``encoding_format`` float):
+    what a client library's vectors are compared with."""
+    response = httpx.post(
+        f"{base}/v1/embeddings",
+        json={"model": model, "input": texts, "encoding_format": "float"},
+        timeout=30,
+    )
+    response.raise_for_status()
+    return np.array([item["embedding"] for item in response.json()["data"]], dtype=np.float64)
 
 
 @contextmanager
