@@ -21,6 +21,19 @@ from siglip_text.http.connections import Parser, guarded_protocol
 
 from devkit.servers import free_port
 
+
+def needs_httptools(why: str) -> list[pytest.MarkDecorator]:
+    """The marks of a test that needs httptools: ``httptools``, and a skip saying ``why``
+    where it is not installed."""
+    return [
+        pytest.mark.httptools,
+        pytest.mark.skipif(
+            importlib.util.find_spec("httptools") is None,
+            reason=f"httptools is not installed ({why}): pip install httptools",
+        ),
+    ]
+
+
 #: uvicorn's two HTTP/1.1 parsers, each a pytest param; httptools skips where it is absent
 #: (``pip install -e '.[test]'`` brings h11 only).
 PARSERS = [
@@ -28,14 +41,7 @@ PARSERS = [
     pytest.param(
         "httptools",
         id="httptools",
-        marks=[
-            pytest.mark.httptools,
-            pytest.mark.skipif(
-                importlib.util.find_spec("httptools") is None,
-                reason="httptools is not installed (uvicorn parses with h11 only): "
-                "pip install httptools",
-            ),
-        ],
+        marks=needs_httptools("uvicorn parses with h11 only"),
     ),
 ]
 
@@ -57,8 +63,16 @@ def guarded_server(
         ws="none",
         lifespan="off",
     )
+    with uvicorn_running(config):
+        yield port
+
+
+@contextmanager
+def uvicorn_running(config: uvicorn.Config, **run: Any) -> Iterator[None]:
+    """``uvicorn.Server(config)`` run in a daemon thread (``run``: the keyword arguments of
+    its ``run``), started within 10 s; stopped after."""
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs=run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
@@ -66,7 +80,7 @@ def guarded_server(
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.01)
     try:
-        yield port
+        yield
     finally:
         server.should_exit = True
         thread.join(10)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,13 +102,16 @@ def running_server(
 ) -> Iterator[LiveServer]:
     """`siglip-text serve --demo` with extra ``SIGLIP_*`` settings and command-line ``args``,
     healthy; stopped after."""
-    with serving(["--demo", *args, "--log-level", log_level], **settings) as server:
+    with serving(["--demo", *args, "--log-level", log_level], settings) as server:
         yield server
 
 
 @contextmanager
 def serving(
-    serve_args: Sequence[str], *, healthy_within: float = 60, **settings: str
+    serve_args: Sequence[str],
+    settings: Mapping[str, str] | None = None,
+    *,
+    healthy_within: float = 60,
 ) -> Iterator[LiveServer]:
     """``siglip-text serve SERVE_ARGS`` in a subprocess on a free loopback port, without this
     environment's ``SIGLIP_*`` but with one intra-op thread and ``settings``; healthy within
@@ -116,7 +119,7 @@ def serving(
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIGLIP_")}
     env["SIGLIP_ORT_INTRA_OP_THREADS"] = "1"
-    env.update(settings)
+    env.update(settings or {})
     command = [sys.executable, "-m", "siglip_text.cli", "serve", "--port", str(port)]
     with tempfile.NamedTemporaryFile(prefix="siglip-serve-", suffix=".log", delete=False) as log:
         process = subprocess.Popen(
