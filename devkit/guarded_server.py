@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 import socket
 import threading
 import time
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import uvicorn
 from siglip_text.http.connections import Parser, guarded_protocol
+from siglip_text.http.errors import AuthenticationError
 
 from devkit.servers import free_port
 
@@ -153,3 +155,33 @@ def parse_answers(data: bytes) -> list[Answer]:
         answers.append(Answer(status, headers, rest[:length]))
         data = rest[length:]
     return answers
+
+
+def refuse_every_key(authorization: str | None) -> None:
+    """An authenticator that refuses every request: a 401 that closes the connection."""
+    raise AuthenticationError("the key is not valid")
+
+
+class Warnings(logging.Handler):
+    """The WARNING (and worse) lines of the server's loggers, uvicorn's included."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.name}: {record.getMessage()}")
+
+
+@contextmanager
+def server_warnings() -> Iterator[Warnings]:
+    """`Warnings` on the ``uvicorn.error`` and ``siglip_text`` loggers while in the block."""
+    handler = Warnings()
+    loggers = [logging.getLogger(name) for name in ("uvicorn.error", "siglip_text")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
