@@ -21,7 +21,6 @@ import base64
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from devkit.aws_lambda import LambdaContext, built_lambda, expected_status
 from devkit.events import event_files
 from devkit.openai_shapes import assert_openai_error, assert_openai_response
 from devkit.paths import FIXTURES, ROOT
+from devkit.processes import python
 from devkit.servers import serving
 
 #: The real-shaped bundle is exported once per session (a minute or two): its cases are slow.
@@ -247,14 +247,8 @@ def test_fingerprint_of_the_checkpoint_is_the_bundles(
 
 def test_check_bundle_files_accepts_the_bundle_and_its_pin(bundle: Bundle) -> None:
     # python3 scripts/check_bundle_files.py layers/model layers/model.sha256 (docs/deploy.md)
-    done = subprocess.run(
-        [sys.executable, "scripts/check_bundle_files.py", str(bundle.directory), str(bundle.pin)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    script = "scripts/check_bundle_files.py"
+    done = python(script, str(bundle.directory), str(bundle.pin), timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -407,15 +401,7 @@ def reference_file(bundle: Bundle, tmp_path: Path) -> Path:
 def run_module(module: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """``python -m MODULE ARGS`` from the repository root, as the docs run it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIGLIP_")}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return python("-m", module, *args, env=env, timeout=timeout, check=False)
 
 
 @contextmanager
