@@ -3,6 +3,8 @@
 `demo_server` yields its base URL; `running_server` a `LiveServer`: the URL, the process (to
 send SIGTERM and read the exit status), and its memory from ``/proc`` (resident set and its
 peak, which ``clear_refs`` resets, so that a peak is measured over one phase of a test only).
+`serving` is what both run on: ``siglip-text serve`` with any arguments (``--model-dir``
+for a bundle), healthy, in a subprocess.
 """
 
 from __future__ import annotations
