@@ -85,24 +85,20 @@ def write_checkpoint_tokenizer(source: Path, directory: Path, *, shape: Shape) -
     (directory / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), "utf-8")
 
 
-def write_tower(directory: Path) -> None:
-    """save_pretrained of a seeded random Siglip2Model with the 256k vocabulary.
+def siglip2_config(*, hidden: int, intermediate: int, layers: int, **text: Any) -> Any:
+    """A ``Siglip2Config`` with the 256k vocabulary, Gemma's special-token ids, the given
+    text tower (``text``: more of its settings) and a toy image tower."""
+    from transformers import Siglip2Config
 
-    A full model (text and a toy image tower), as the Hub checkpoints are (and what
-    transformers 5 loads with ``Siglip2Tokenizer``, a text-only save with ``GemmaTokenizer``).
-    """
-    import torch
-    from transformers import Siglip2Config, Siglip2Model
-
-    torch.manual_seed(SEED)
-    config = Siglip2Config(
+    return Siglip2Config(
         text_config={
             "vocab_size": VOCAB_SIZE,
-            "hidden_size": HIDDEN,
-            "intermediate_size": 2 * HIDDEN,
-            "num_hidden_layers": 1,
+            "hidden_size": hidden,
+            "intermediate_size": intermediate,
+            "num_hidden_layers": layers,
             "num_attention_heads": 2,
             "max_position_embeddings": 64,
+            **text,
             "pad_token_id": 0,
             "eos_token_id": 1,
             "bos_token_id": 2,
@@ -116,6 +112,19 @@ def write_tower(directory: Path) -> None:
             "patch_size": 16,
         },
     )
+
+
+def write_tower(directory: Path) -> None:
+    """save_pretrained of a seeded random Siglip2Model with the 256k vocabulary.
+
+    A full model (text and a toy image tower), as the Hub checkpoints are (and what
+    transformers 5 loads with ``Siglip2Tokenizer``, a text-only save with ``GemmaTokenizer``).
+    """
+    import torch
+    from transformers import Siglip2Model
+
+    torch.manual_seed(SEED)
+    config = siglip2_config(hidden=HIDDEN, intermediate=2 * HIDDEN, layers=1)
     perturbed(Siglip2Model(config).eval()).save_pretrained(directory)  # type: ignore[no-untyped-call]
 
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 import socket
 import threading
 import time
@@ -18,8 +19,22 @@ from typing import Any
 import pytest
 import uvicorn
 from siglip_text.http.connections import Parser, guarded_protocol
+from siglip_text.http.errors import AuthenticationError
 
 from devkit.servers import free_port
+
+
+def needs_httptools(why: str) -> list[pytest.MarkDecorator]:
+    """The marks of a test that needs httptools: ``httptools``, and a skip saying ``why``
+    where it is not installed."""
+    return [
+        pytest.mark.httptools,
+        pytest.mark.skipif(
+            importlib.util.find_spec("httptools") is None,
+            reason=f"httptools is not installed ({why}): pip install httptools",
+        ),
+    ]
+
 
 #: uvicorn's two HTTP/1.1 parsers, each a pytest param; httptools skips where it is absent
 #: (``pip install -e '.[test]'`` brings h11 only).
@@ -28,14 +43,7 @@ PARSERS = [
     pytest.param(
         "httptools",
         id="httptools",
-        marks=[
-            pytest.mark.httptools,
-            pytest.mark.skipif(
-                importlib.util.find_spec("httptools") is None,
-                reason="httptools is not installed (uvicorn parses with h11 only): "
-                "pip install httptools",
-            ),
-        ],
+        marks=needs_httptools("uvicorn parses with h11 only"),
     ),
 ]
 
@@ -57,8 +65,16 @@ def guarded_server(
         ws="none",
         lifespan="off",
     )
+    with uvicorn_running(config):
+        yield port
+
+
+@contextmanager
+def uvicorn_running(config: uvicorn.Config, **run: Any) -> Iterator[None]:
+    """``uvicorn.Server(config)`` run in a daemon thread (``run``: the keyword arguments of
+    its ``run``), started within 10 s; stopped after."""
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs=run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
@@ -66,7 +82,7 @@ def guarded_server(
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.01)
     try:
-        yield port
+        yield
     finally:
         server.should_exit = True
         thread.join(10)
@@ -139,3 +155,33 @@ def parse_answers(data: bytes) -> list[Answer]:
         answers.append(Answer(status, headers, rest[:length]))
         data = rest[length:]
     return answers
+
+
+def refuse_every_key(authorization: str | None) -> None:
+    """An authenticator that refuses every request: a 401 that closes the connection."""
+    raise AuthenticationError("the key is not valid")
+
+
+class Warnings(logging.Handler):
+    """The WARNING (and worse) lines of the server's loggers, uvicorn's included."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.name}: {record.getMessage()}")
+
+
+@contextmanager
+def server_warnings() -> Iterator[Warnings]:
+    """`Warnings` on the ``uvicorn.error`` and ``siglip_text`` loggers while in the block."""
+    handler = Warnings()
+    loggers = [logging.getLogger(name) for name in ("uvicorn.error", "siglip_text")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)

@@ -36,6 +36,7 @@ import pytest
 
 from devkit import gemma
 from devkit.paths import ROOT
+from devkit.tiny_checkpoint import export_argv
 
 ENV = "SIGLIP_REAL_BUNDLE_DIR"
 REPOSITORY = "test/siglip2-real-shaped-int8-RANDOM"
@@ -135,20 +136,9 @@ def export(checkpoint: Path, out: Path, precision: str) -> float:
     done = subprocess.run(
         [
             *siglip_text_command(),
-            "export",
-            str(checkpoint),
-            "--out",
-            str(out),
-            "--repository",
-            REPOSITORY,
-            "--revision",
-            REVISION,
+            *export_argv(checkpoint, out, repository=REPOSITORY, revision=REVISION),
             "--precision",
             precision,
-            "--threads",
-            "1",
-            "--fidelity-corpus",
-            "128",
         ],
         cwd=ROOT,
         capture_output=True,
@@ -176,32 +166,13 @@ def write_checkpoint(source: Path, directory: Path) -> Path:
     """save_pretrained of a seeded random ``Siglip2Model`` with the 256k vocabulary and the
     fixture's tokenizer in the shape transformers 4 saves (``$A <eos>``)."""
     import torch
-    from transformers import Siglip2Config, Siglip2Model
+    from transformers import Siglip2Model
 
     from devkit.tiny_checkpoint import perturbed
 
     torch.manual_seed(SEED)
-    config = Siglip2Config(
-        text_config={
-            "vocab_size": gemma.VOCAB_SIZE,
-            "hidden_size": HIDDEN,
-            "intermediate_size": 4 * HIDDEN,
-            "num_hidden_layers": LAYERS,
-            "num_attention_heads": 2,
-            "max_position_embeddings": 64,
-            "projection_size": DIMENSION,
-            "pad_token_id": 0,
-            "eos_token_id": 1,
-            "bos_token_id": 2,
-        },
-        vision_config={
-            "hidden_size": 8,
-            "intermediate_size": 16,
-            "num_hidden_layers": 1,
-            "num_attention_heads": 2,
-            "num_patches": 4,
-            "patch_size": 16,
-        },
+    config = gemma.siglip2_config(
+        hidden=HIDDEN, intermediate=4 * HIDDEN, layers=LAYERS, projection_size=DIMENSION
     )
     directory.mkdir(parents=True, exist_ok=True)
     perturbed(Siglip2Model(config).eval()).save_pretrained(directory)  # type: ignore[no-untyped-call]

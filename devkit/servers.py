@@ -3,6 +3,8 @@
 `demo_server` yields its base URL; `running_server` a `LiveServer`: the URL, the process (to
 send SIGTERM and read the exit status), and its memory from ``/proc`` (resident set and its
 peak, which ``clear_refs`` resets, so that a peak is measured over one phase of a test only).
+`serving` is what both run on: ``siglip-text serve`` with any arguments (``--model-dir``
+for a bundle), healthy, in a subprocess.
 """
 
 from __future__ import annotations
@@ -14,24 +16,39 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 from devkit.keys import KEY
 from devkit.secrets_manager import secrets_server
 
 MIB = 1024 * 1024
+#: The model id ``siglip-text serve --demo`` answers with.
+DEMO_MODEL = "siglip-text/synthetic-demo-tiny"
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def direct_float(base: str, texts: list[str], model: str = DEMO_MODEL) -> np.ndarray:
+    """``texts``' vectors as plain HTTP gets them from ``base`` (``encoding_format`` float):
+    what a client library's vectors are compared with."""
+    response = httpx.post(
+        f"{base}/v1/embeddings",
+        json={"model": model, "input": texts, "encoding_format": "float"},
+        timeout=30,
+    )
+    response.raise_for_status()
+    return np.array([item["embedding"] for item in response.json()["data"]], dtype=np.float64)
 
 
 @contextmanager
@@ -87,20 +104,34 @@ def running_server(
 ) -> Iterator[LiveServer]:
     """`siglip-text serve --demo` with extra ``SIGLIP_*`` settings and command-line ``args``,
     healthy; stopped after."""
+    with serving(["--demo", *args, "--log-level", log_level], settings) as server:
+        yield server
+
+
+@contextmanager
+def serving(
+    serve_args: Sequence[str],
+    settings: Mapping[str, str] | None = None,
+    *,
+    healthy_within: float = 60,
+) -> Iterator[LiveServer]:
+    """``siglip-text serve SERVE_ARGS`` in a subprocess on a free loopback port, without this
+    environment's ``SIGLIP_*`` but with one intra-op thread and ``settings``; healthy within
+    ``healthy_within`` seconds; killed after."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIGLIP_")}
     env["SIGLIP_ORT_INTRA_OP_THREADS"] = "1"
-    env.update(settings)
-    command = [sys.executable, "-m", "siglip_text.cli", "serve", "--demo", "--port", str(port)]
+    env.update(settings or {})
+    command = [sys.executable, "-m", "siglip_text.cli", "serve", "--port", str(port)]
     with tempfile.NamedTemporaryFile(prefix="siglip-serve-", suffix=".log", delete=False) as log:
         process = subprocess.Popen(
-            [*command, *args, "--log-level", log_level],
+            [*command, *serve_args],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=log,
         )
     server = LiveServer(f"http://127.0.0.1:{port}", port, process, Path(log.name))
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + healthy_within
     try:
         while True:
             if process.poll() is not None:
@@ -111,7 +142,7 @@ def running_server(
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError("server did not become healthy in 60 s")
+                raise RuntimeError(f"server did not become healthy in {healthy_within:g} s")
             time.sleep(0.1)
         yield server
     finally:

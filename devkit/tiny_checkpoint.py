@@ -97,22 +97,25 @@ def export_tiny(checkpoint: Path, out: Path, *extra: str) -> int:
     the exit status."""
     from siglip_text.cli import main
 
-    return main(
-        [
-            "export",
-            str(checkpoint),
-            "--out",
-            str(out),
-            "--repository",
-            REPOSITORY,
-            "--revision",
-            REVISION,
-            "--threads",
-            "1",
-            "--fidelity-corpus",
-            "128",
-            "--precision",
-            "fp32",
-            *extra,
-        ]
-    )
+    return main([*export_argv(checkpoint, out), "--precision", "fp32", *extra])
+
+
+def export_argv(
+    checkpoint: Path, out: Path, *, repository: str = REPOSITORY, revision: str = REVISION
+) -> list[str]:
+    """``export CHECKPOINT --out OUT`` with the repository and revision it records, one
+    thread and a small fidelity corpus: the arguments the fixtures give ``siglip-text``."""
+    return [
+        "export",
+        str(checkpoint),
+        "--out",
+        str(out),
+        "--repository",
+        repository,
+        "--revision",
+        revision,
+        "--threads",
+        "1",
+        "--fidelity-corpus",
+        "128",
+    ]

@@ -60,6 +60,18 @@ def embed(client: TestClient, key: str) -> Any:
     return client.post("/v1/embeddings", json=BODY, headers={"Authorization": f"Bearer {key}"})
 
 
+def hung(
+    service: EmbeddingService, demo_dir: Path, secrets: SecretsServer, age: float, **options: Any
+) -> tuple[Clock, TestClient]:
+    """`make`'s client (``options``: its own) with Secrets Manager hung and the keys read
+    ``age`` seconds ago: the clock and the client."""
+    clock = Clock()
+    client, _ = make(service, demo_dir, secrets, clock, **options)
+    secrets.relay.down()
+    clock.now += age
+    return clock, client
+
+
 def assert_fails_closed(response: Any) -> None:
     assert response.status_code == 503, response.text
     assert int(response.headers["retry-after"]) >= 1
@@ -74,10 +86,8 @@ def test_ten_requests_during_an_outage_take_at_most_one_refresh_on_lambda(
 ) -> None:
     # GIVEN the Lambda path (reads on the request path), its keys read at init and now
     # expired, and a Secrets Manager that accepts connections and never answers
-    clock, failures = Clock(), []
-    client, _ = make(service, demo_dir, secrets, clock, failures=failures)
-    secrets.relay.down()
-    clock.now += CACHE_SECONDS + 1
+    failures: list[int] = []
+    _, client = hung(service, demo_dir, secrets, CACHE_SECONDS + 1, failures=failures)
     # WHEN ten requests with a valid key arrive
     started = time.monotonic()
     statuses = []
@@ -99,10 +109,7 @@ def test_ten_concurrent_requests_during_an_outage_never_wait_for_a_read_in_serve
 ) -> None:
     # GIVEN serve's authenticator (reads in a thread of its own), keys expired, Secrets
     # Manager hung
-    clock = Clock()
-    client, _ = make(service, demo_dir, secrets, clock, background=True)
-    secrets.relay.down()
-    clock.now += CACHE_SECONDS + 1
+    _, client = hung(service, demo_dir, secrets, CACHE_SECONDS + 1, background=True)
     # WHEN ten requests arrive at once
     started = time.monotonic()
     with ThreadPoolExecutor(10) as pool:
@@ -120,10 +127,7 @@ def test_past_the_maximum_staleness_requests_get_503_with_retry_after_never_200(
     service: EmbeddingService, demo_dir: Path, secrets: SecretsServer
 ) -> None:
     # GIVEN keys older than the maximum staleness while Secrets Manager hangs
-    clock = Clock()
-    client, _ = make(service, demo_dir, secrets, clock, fast_timeouts=True)
-    secrets.relay.down()
-    clock.now += MAX_STALENESS_SECONDS + 1
+    clock, client = hung(service, demo_dir, secrets, MAX_STALENESS_SECONDS + 1, fast_timeouts=True)
     # WHEN requests arrive: the first makes the one attempt, the others wait for the backoff
     started = time.monotonic()
     responses = [embed(client, KEY) for _ in range(10)]

@@ -21,9 +21,6 @@ import base64
 import json
 import os
 import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,7 +39,8 @@ from devkit.aws_lambda import LambdaContext, built_lambda, expected_status
 from devkit.events import event_files
 from devkit.openai_shapes import assert_openai_error, assert_openai_response
 from devkit.paths import FIXTURES, ROOT
-from devkit.servers import free_port
+from devkit.processes import python
+from devkit.servers import serving
 
 #: The real-shaped bundle is exported once per session (a minute or two): its cases are slow.
 BUNDLES = ("demo", pytest.param("real-int8", marks=[pytest.mark.slow, pytest.mark.export]))
@@ -249,14 +247,8 @@ def test_fingerprint_of_the_checkpoint_is_the_bundles(
 
 def test_check_bundle_files_accepts_the_bundle_and_its_pin(bundle: Bundle) -> None:
     # python3 scripts/check_bundle_files.py layers/model layers/model.sha256 (docs/deploy.md)
-    done = subprocess.run(
-        [sys.executable, "scripts/check_bundle_files.py", str(bundle.directory), str(bundle.pin)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    script = "scripts/check_bundle_files.py"
+    done = python(script, str(bundle.directory), str(bundle.pin), timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -409,50 +401,15 @@ def reference_file(bundle: Bundle, tmp_path: Path) -> Path:
 def run_module(module: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """``python -m MODULE ARGS`` from the repository root, as the docs run it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIGLIP_")}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return python("-m", module, *args, env=env, timeout=timeout, check=False)
 
 
 @contextmanager
 def served(model_dir: Path) -> Iterator[str]:
     """``siglip-text serve --model-dir DIR`` on a free loopback port, healthy; its base URL."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIGLIP_")}
-    env["SIGLIP_ORT_INTRA_OP_THREADS"] = "1"
-    command = [sys.executable, "-m", "siglip_text.cli", "serve", "--model-dir", str(model_dir)]
-    with tempfile.NamedTemporaryFile(prefix="siglip-serve-", suffix=".log", delete=False) as log:
-        process = subprocess.Popen(
-            [*command, "--port", str(port), "--log-level", "warning"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                raise AssertionError(f"serve exited: {Path(log.name).read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "serve did not become healthy in 120 s"
-            time.sleep(0.2)
-        yield base
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
-        Path(log.name).unlink(missing_ok=True)
+    args = ["--model-dir", str(model_dir), "--log-level", "warning"]
+    with serving(args, healthy_within=120) as server:
+        yield server.base
 
 
 #: The benchmarks docs/performance.md, docs/api.md, docs/cpus.md and docs/managed-instances.md

@@ -28,14 +28,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 
 from devkit import client_venvs
 from devkit.paths import ROOT
 from devkit.readme import README_BASE_URL, blocks, output, snippet
-from devkit.servers import demo_server
+from devkit.servers import demo_server, direct_float
 
 pytestmark = [pytest.mark.slow, pytest.mark.clients]  # a server subprocess and every client library
 
@@ -153,16 +152,6 @@ def server() -> Iterator[str]:
 def rejecting_server() -> Iterator[str]:
     with demo_server(SIGLIP_TOKEN_ID_INPUTS="reject") as base:
         yield base
-
-
-def direct_float(base: str, texts: list[str]) -> np.ndarray:
-    response = httpx.post(
-        f"{base}/v1/embeddings",
-        json={"model": MODEL, "input": texts, "encoding_format": "float"},
-        timeout=30,
-    )
-    response.raise_for_status()
-    return np.array([item["embedding"] for item in response.json()["data"]], dtype=np.float64)
 
 
 def snippet_code(name: str, base: str, texts: str | None = None) -> str:

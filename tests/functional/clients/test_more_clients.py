@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-import httpx
 import numpy as np
 import pytest
 
 from devkit import client_venvs
 from devkit.paths import ROOT
 from devkit.readme import snippet
-from devkit.servers import demo_server
+from devkit.servers import demo_server, direct_float
 
 pytestmark = [pytest.mark.slow, pytest.mark.clients]  # a server subprocess and the clients
 
@@ -74,16 +73,6 @@ def _tiktoken_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(
         "TIKTOKEN_CACHE_DIR", str(Path(spec.origin).parent / "litellm_core_utils" / "tokenizers")
     )
-
-
-def direct_float(base: str, texts: list[str]) -> np.ndarray:
-    response = httpx.post(
-        f"{base}/v1/embeddings",
-        json={"model": MODEL, "input": texts, "encoding_format": "float"},
-        timeout=30,
-    )
-    response.raise_for_status()
-    return np.array([item["embedding"] for item in response.json()["data"]], dtype=np.float64)
 
 
 def cosine(got: object, expected: np.ndarray) -> float:

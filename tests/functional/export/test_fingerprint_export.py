@@ -8,11 +8,7 @@ tokenizer or text weights; an edited record is refused.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,7 +35,7 @@ from siglip_text.tools.checkpoint_fingerprint import (  # noqa: E402
     safetensors_header,
 )
 
-from devkit.servers import free_port  # noqa: E402
+from devkit.servers import serving  # noqa: E402
 from devkit.tiny_checkpoint import (  # noqa: E402
     REPOSITORY,
     REVISION,
@@ -179,41 +175,17 @@ def test_init_refuses_the_fp32_tokenizer_swapped_for_one_without_lowercasing(
 
 
 @contextmanager
-def serving(bundle: Path) -> Iterator[str]:
+def serving_bundle(bundle: Path) -> Iterator[str]:
     """`siglip-text serve --model-dir BUNDLE` on a free loopback port; its base URL."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIGLIP_")}
-    env["SIGLIP_ORT_INTRA_OP_THREADS"] = "1"
-    command = [sys.executable, "-m", "siglip_text.cli", "serve", "--model-dir", str(bundle)]
-    process = subprocess.Popen(
-        [*command, "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, "serve exited"
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "serve did not become healthy"
-            time.sleep(0.1)
-        yield base
-    finally:
-        process.kill()
-        process.wait(timeout=10)
+    with serving(["--model-dir", str(bundle)]) as server:
+        yield server.base
 
 
 def test_the_rollout_check_compares_an_endpoint_with_the_checkpoint(
     checkpoint: Path, bundles: dict[str, Path], live_server: str, capsys: Any
 ) -> None:
     argv = ["fingerprint", str(checkpoint), "--repository", REPOSITORY, "--revision", REVISION]
-    with serving(bundles["int8"]) as base:
+    with serving_bundle(bundles["int8"]) as base:
         assert main([*argv, "--url", f"{base}/v1"]) == 0
     capsys.readouterr()
     # the demo endpoint serves another contract: exit 1, both values named

@@ -5,7 +5,6 @@ chunk size past 64 bits refused at once."""
 from __future__ import annotations
 
 import json
-import logging
 import socket
 import time
 from collections.abc import Iterator
@@ -13,10 +12,17 @@ from collections.abc import Iterator
 import pytest
 from siglip_text.assembly import Platform, build_app
 from siglip_text.engine.service import EmbeddingService
-from siglip_text.http.errors import AuthenticationError
 from siglip_text.settings import Settings
 
-from devkit.guarded_server import PARSERS, exchange, guarded_server, parse_answers
+from devkit.guarded_server import (
+    PARSERS,
+    Warnings,
+    exchange,
+    guarded_server,
+    parse_answers,
+    refuse_every_key,
+    server_warnings,
+)
 from devkit.openai_shapes import assert_openai_error
 
 HOST = b"Host: 127.0.0.1\r\n"
@@ -26,10 +32,6 @@ SECOND = b"GET /health HTTP/1.1\r\n" + HOST + b"\r\n"
 
 def post(headers: bytes, body: bytes = BODY, target: bytes = b"/v1/embeddings") -> bytes:
     return b"POST " + target + b" HTTP/1.1\r\n" + headers + b"\r\n" + body
-
-
-def refuse_every_key(authorization: str | None) -> None:
-    raise AuthenticationError("the key is not valid")
 
 
 @pytest.fixture(scope="module", params=PARSERS)
@@ -52,28 +54,10 @@ def keyed_port(
         yield port
 
 
-class Warnings(logging.Handler):
-    """The WARNING (and worse) lines of the server's loggers, uvicorn's included."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(f"{record.name}: {record.getMessage()}")
-
-
 @pytest.fixture
 def warnings() -> Iterator[Warnings]:
-    handler = Warnings()
-    loggers = [logging.getLogger(name) for name in ("uvicorn.error", "siglip_text")]
-    for logger in loggers:
-        logger.addHandler(handler)
-    try:
+    with server_warnings() as handler:
         yield handler
-    finally:
-        for logger in loggers:
-            logger.removeHandler(handler)
 
 
 def answer_then_more(

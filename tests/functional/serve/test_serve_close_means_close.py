@@ -6,7 +6,6 @@ time, under each parser."""
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 import pytest
@@ -14,11 +13,10 @@ import uvicorn
 from siglip_text.assembly import Platform, build_app
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.connections import guarded_protocol
-from siglip_text.http.errors import AuthenticationError
 from siglip_text.settings import Settings
 from uvicorn.server import ServerState
 
-from devkit.guarded_server import PARSERS, parse_answers
+from devkit.guarded_server import PARSERS, parse_answers, refuse_every_key, server_warnings
 
 HOST = b"Host: 127.0.0.1\r\n"
 BODY = b'{"input":["a red block"]}'
@@ -54,19 +52,6 @@ class Transport:
         )
 
 
-def refuse_every_key(authorization: str | None) -> None:
-    raise AuthenticationError("the key is not valid")
-
-
-class Warnings(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(f"{record.name}: {record.getMessage()}")
-
-
 async def drive(app: Any, parser: str, head: bytes) -> tuple[bytes, list[str]]:
     """Feed ``head`` and the body's first bytes; once the refusal is out, the rest of the
     body and, in the same turn of the loop, a second request; what was written and logged."""
@@ -75,11 +60,7 @@ async def drive(app: Any, parser: str, head: bytes) -> tuple[bytes, list[str]]:
     protocol_class = guarded_protocol(header_timeout=5, max_connections=8, parser=parser)  # type: ignore[arg-type]
     protocol: Any = protocol_class(config=config, server_state=ServerState(), app_state={})
     transport = Transport()
-    warnings = Warnings()
-    loggers = [logging.getLogger(name) for name in ("uvicorn.error", "siglip_text")]
-    for logger in loggers:
-        logger.addHandler(warnings)
-    try:
+    with server_warnings() as warnings:
         protocol.connection_made(transport)
         protocol.data_received(head + BODY[:5])
         for _ in range(200):  # until the refusal's head is written (it drains the body)
@@ -90,9 +71,6 @@ async def drive(app: Any, parser: str, head: bytes) -> tuple[bytes, list[str]]:
         protocol.data_received(SECOND)
         await asyncio.sleep(0.2)
         protocol.connection_lost(None)
-    finally:
-        for logger in loggers:
-            logger.removeHandler(warnings)
     return bytes(transport.written), warnings.lines
 
 

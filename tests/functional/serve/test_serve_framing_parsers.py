@@ -5,7 +5,6 @@ under httptools, the answers compared. Where they differ the case is listed in
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 
 import pytest
@@ -14,16 +13,9 @@ from siglip_text.engine.service import EmbeddingService
 from siglip_text.settings import Settings
 
 from devkit.framing_cases import FRAMING_CASES, PARSER_DIFFERENCES, SECOND
-from devkit.guarded_server import Exchange, exchange, guarded_server
+from devkit.guarded_server import Exchange, exchange, guarded_server, needs_httptools
 
-pytestmark = [
-    pytest.mark.httptools,
-    pytest.mark.skipif(
-        importlib.util.find_spec("httptools") is None,
-        reason="httptools is not installed (the comparison needs both parsers): "
-        "pip install httptools",
-    ),
-]
+pytestmark = needs_httptools("the comparison needs both parsers")
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +20,7 @@ from siglip_text.engine.service import EmbeddingService
 from siglip_text.http.connections import MAX_HEADER_BYTES, guarded_protocol
 from siglip_text.settings import Settings
 
-from devkit.guarded_server import PARSERS, parse_answers
+from devkit.guarded_server import PARSERS, parse_answers, uvicorn_running
 
 MIB = 1024 * 1024
 #: What the flood may send at most: far past the bound, a second or so on loopback.
@@ -47,18 +46,10 @@ def server_with_small_buffers(app: Any, parser: str) -> Iterator[int]:
         ws="none",
         lifespan="off",
     )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
     try:
-        yield port
+        with uvicorn_running(config, sockets=[sock]):
+            yield port
     finally:
-        server.should_exit = True
-        thread.join(10)
         sock.close()
 
 

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from siglip_text.cli import main
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.settings import demo_model_dir
 from siglip_text.tools.backends import LocalEmbedder
 from siglip_text.tools.zero_shot import DEFAULT_TEMPLATE, accuracy, class_embeddings
+
+from devkit.zero_shot import zero_shot
 
 CLASSES = ["cat", "dog", "bird", "car", "robot arm", "red block", "kitchen", "beach"]
 #: For each image: its true class, and the rank (1 = best) that class gets among the 8.
@@ -65,25 +66,18 @@ def test_zero_shot_command_reports_top1_and_top5_from_files(
     (tmp_path / "classes.txt").write_text("\n".join(CLASSES) + "\n")
 
     # WHEN zero-shot runs with the default template on the demo bundle
-    status = main(
-        [
-            "zero-shot",
-            "--images",
-            str(tmp_path / "images.npy"),
-            "--labels",
-            str(tmp_path / "labels.txt"),
-            "--classes",
-            str(tmp_path / "classes.txt"),
-            "--classes-format",
-            "lines",
-            "--demo",
-            "--threads",
-            "1",
-            "--json",
-            str(tmp_path / "result.json"),
-            "--predictions",
-            str(tmp_path / "predictions.jsonl"),
-        ]
+    status = zero_shot(
+        tmp_path / "classes.txt",
+        tmp_path / "labels.txt",
+        [tmp_path / "images.npy"],
+        "--classes-format",
+        "lines",
+        "--threads",
+        "1",
+        "--json",
+        str(tmp_path / "result.json"),
+        "--predictions",
+        str(tmp_path / "predictions.jsonl"),
     )
 
     # THEN it prints and records the accuracies computed by hand
@@ -115,19 +109,12 @@ def test_zero_shot_refuses_labels_that_do_not_match_the_images(
     np.save(tmp_path / "labels.npy", np.array([0, 1]))
     (tmp_path / "classes.txt").write_text("cat\ndog\n")
 
-    status = main(
-        [
-            "zero-shot",
-            "--images",
-            str(tmp_path / "images.npy"),
-            "--labels",
-            str(tmp_path / "labels.npy"),
-            "--classes",
-            str(tmp_path / "classes.txt"),
-            "--classes-format",
-            "lines",
-            "--demo",
-        ]
+    status = zero_shot(
+        tmp_path / "classes.txt",
+        tmp_path / "labels.npy",
+        [tmp_path / "images.npy"],
+        "--classes-format",
+        "lines",
     )
 
     assert status == 2

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from siglip_text.cli import main
 from siglip_text.engine.bundle import BundlePaths
 from siglip_text.engine.service import EmbeddingService
 from siglip_text.settings import demo_model_dir
 from siglip_text.tools.backends import LocalEmbedder
 from siglip_text.tools.zero_shot import DEFAULT_TEMPLATE, class_embeddings
+
+from devkit.zero_shot import zero_shot
 
 #: As the gist writes it: the whole value, synonyms and all, is one class name.
 CLASS_DICT = """{0: 'tench, Tinca tinca',
@@ -44,6 +45,17 @@ DEMO_PATHS = BundlePaths.in_dir(demo_model_dir())
 
 def _name(number: int) -> str:
     return f"ILSVRC2012_val_{number:08d}.JPEG"
+
+
+def seed_zero_shot(
+    seed_files: Path,
+    *options: str,
+    classes: str = "imagenet1000_clsidx_to_labels.txt",
+    images: str = "images.jsonl",
+) -> int:
+    """`zero-shot` on the seed files: ``classes``, ``val_label.txt`` and ``images``."""
+    labels = seed_files / "val_label.txt"
+    return zero_shot(seed_files / classes, labels, [seed_files / images], *options)
 
 
 @pytest.fixture
@@ -77,23 +89,16 @@ def test_seed_files_give_the_top1_known_by_construction(
         images = [str(seed_files / "images.npy"), "--image-ids", str(seed_files / "image_ids.txt")]
 
     # WHEN zero-shot runs on them with the seed's template
-    status = main(
-        [
-            "zero-shot",
-            "--classes",
-            str(seed_files / "imagenet1000_clsidx_to_labels.txt"),
-            "--labels",
-            str(seed_files / "val_label.txt"),
-            "--images",
-            *images,
-            "--demo",
-            "--threads",
-            "1",
-            "--json",
-            str(seed_files / "result.json"),
-            "--predictions",
-            str(seed_files / "predictions.jsonl"),
-        ]
+    status = zero_shot(
+        seed_files / "imagenet1000_clsidx_to_labels.txt",
+        seed_files / "val_label.txt",
+        images,
+        "--threads",
+        "1",
+        "--json",
+        str(seed_files / "result.json"),
+        "--predictions",
+        str(seed_files / "predictions.jsonl"),
     )
 
     # THEN top-1 is the one set by construction, each image matched by its stem
@@ -137,18 +142,7 @@ def test_a_class_file_that_cannot_be_parsed_is_refused_not_read_as_lines(
 ) -> None:
     (seed_files / "bad_classes.txt").write_text(content)
 
-    status = main(
-        [
-            "zero-shot",
-            "--classes",
-            str(seed_files / "bad_classes.txt"),
-            "--labels",
-            str(seed_files / "val_label.txt"),
-            "--images",
-            str(seed_files / "images.jsonl"),
-            "--demo",
-        ]
-    )
+    status = seed_zero_shot(seed_files, classes="bad_classes.txt")
 
     assert status == 2
     assert message in capsys.readouterr().err
@@ -159,20 +153,7 @@ def test_one_name_per_line_is_read_when_asked_for(
 ) -> None:
     (seed_files / "classes.txt").write_text("\n".join(CLASSES) + "\n")
 
-    status = main(
-        [
-            "zero-shot",
-            "--classes",
-            str(seed_files / "classes.txt"),
-            "--classes-format",
-            "lines",
-            "--labels",
-            str(seed_files / "val_label.txt"),
-            "--images",
-            str(seed_files / "images.jsonl"),
-            "--demo",
-        ]
-    )
+    status = seed_zero_shot(seed_files, "--classes-format", "lines", classes="classes.txt")
 
     assert status == 0
     assert "top-1 62.50%" in capsys.readouterr().out
@@ -181,18 +162,7 @@ def test_one_name_per_line_is_read_when_asked_for(
 def test_keyed_labels_need_keyed_images(
     seed_files: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status = main(
-        [
-            "zero-shot",
-            "--classes",
-            str(seed_files / "imagenet1000_clsidx_to_labels.txt"),
-            "--labels",
-            str(seed_files / "val_label.txt"),
-            "--images",
-            str(seed_files / "images.npy"),
-            "--demo",
-        ]
-    )
+    status = seed_zero_shot(seed_files, images="images.npy")
 
     assert status == 2
     assert "--image-ids" in capsys.readouterr().err
@@ -203,18 +173,7 @@ def test_an_image_without_a_label_is_refused(
 ) -> None:
     (seed_files / "val_label.txt").write_text(f"{_name(1)} 0\n")
 
-    status = main(
-        [
-            "zero-shot",
-            "--classes",
-            str(seed_files / "imagenet1000_clsidx_to_labels.txt"),
-            "--labels",
-            str(seed_files / "val_label.txt"),
-            "--images",
-            str(seed_files / "images.jsonl"),
-            "--demo",
-        ]
-    )
+    status = seed_zero_shot(seed_files)
 
     assert status == 2
     assert "7 image(s) have no label, e.g. 'ILSVRC2012_val_00000002'" in capsys.readouterr().err

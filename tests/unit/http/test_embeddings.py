@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 from siglip_text.engine.errors import SiglipError
-from siglip_text.engine.service import EmbeddingService, TextInputs, TokenIdInputs
+from siglip_text.engine.service import Embeddings, EmbeddingService, TextInputs, TokenIdInputs
 from siglip_text.http.embeddings import as_inputs, embed_body, items_limit, parse_request
 from siglip_text.http.inputs_bound import OPENAI_MAX_INPUTS, InputsBound
 from siglip_text.settings import Settings
@@ -22,6 +22,13 @@ def body(**fields: object) -> bytes:
     return json.dumps(fields).encode()
 
 
+def embed(
+    service: EmbeddingService, settings: Settings, payload: bytes
+) -> tuple[bytes, int, Embeddings]:
+    """`embed_body` of ``payload`` with no deadline, no limit on the answer and `BOUND`."""
+    return embed_body(service, settings, payload, deadline=None, response_limit=None, bound=BOUND)
+
+
 def refusal(call: object) -> SiglipError:
     with pytest.raises(SiglipError) as raised:
         call()  # type: ignore[operator]
@@ -31,14 +38,7 @@ def refusal(call: object) -> SiglipError:
 def test_a_text_is_embedded_as_a_unit_vector_of_the_models_width(
     service: EmbeddingService, settings: Settings
 ) -> None:
-    content, count, _ = embed_body(
-        service,
-        settings,
-        body(input="a cat", model=service.model_id),
-        deadline=None,
-        response_limit=None,
-        bound=BOUND,
-    )
+    content, count, _ = embed(service, settings, body(input="a cat", model=service.model_id))
     answer = json.loads(content)
     vector = np.asarray(answer["data"][0]["embedding"])
     assert count == 1 and answer["model"] == service.model_id
@@ -50,14 +50,7 @@ def test_base64_carries_the_same_float32_vector(
     service: EmbeddingService, settings: Settings
 ) -> None:
     def vector(encoding: str) -> np.ndarray:
-        content, _, _ = embed_body(
-            service,
-            settings,
-            body(input=["a dog"], encoding_format=encoding),
-            deadline=None,
-            response_limit=None,
-            bound=BOUND,
-        )
+        content, _, _ = embed(service, settings, body(input=["a dog"], encoding_format=encoding))
         value = json.loads(content)["data"][0]["embedding"]
         if encoding == "base64":
             return np.frombuffer(base64.b64decode(value), dtype="<f4")
@@ -70,14 +63,7 @@ def test_another_model_is_a_404_kind_naming_the_one_served(
     service: EmbeddingService, settings: Settings
 ) -> None:
     error = refusal(
-        lambda: embed_body(
-            service,
-            settings,
-            body(input="x", model="text-embedding-3-small"),
-            deadline=None,
-            response_limit=None,
-            bound=BOUND,
-        )
+        lambda: embed(service, settings, body(input="x", model="text-embedding-3-small"))
     )
     assert error.code == "model_not_found" and service.model_id in str(error)
 
@@ -85,16 +71,7 @@ def test_another_model_is_a_404_kind_naming_the_one_served(
 def test_a_shorter_dimension_is_refused_naming_the_native_one(
     service: EmbeddingService, settings: Settings
 ) -> None:
-    error = refusal(
-        lambda: embed_body(
-            service,
-            settings,
-            body(input="x", dimensions=8),
-            deadline=None,
-            response_limit=None,
-            bound=BOUND,
-        )
-    )
+    error = refusal(lambda: embed(service, settings, body(input="x", dimensions=8)))
     assert getattr(error, "param", None) == "dimensions"
     assert str(service.dimension) in str(error)
 
@@ -111,11 +88,7 @@ def test_a_shorter_dimension_is_refused_naming_the_native_one(
 def test_malformed_requests_name_what_to_fix(
     payload: bytes, says: str, service: EmbeddingService, settings: Settings
 ) -> None:
-    error = refusal(
-        lambda: embed_body(
-            service, settings, payload, deadline=None, response_limit=None, bound=BOUND
-        )
-    )
+    error = refusal(lambda: embed(service, settings, payload))
     assert says in str(error)
 
 

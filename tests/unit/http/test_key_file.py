@@ -50,6 +50,17 @@ def keyed_client(
     return TestClient(app), authenticator
 
 
+def one_key_client(
+    tmp_path: Path, demo_dir: Path, service: EmbeddingService
+) -> tuple[Path, Clock, TestClient]:
+    """`keyed_client` of a file holding `KEY`: the file, the clock its checks follow, the
+    client."""
+    path = key_file(tmp_path, KEY + "\n")
+    clock = Clock()
+    client, _ = keyed_client(service, demo_dir, path, clock)
+    return path, clock, client
+
+
 def status(client: TestClient, key: str | None) -> int:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     return client.post("/v1/embeddings", json=BODY, headers=headers).status_code
@@ -151,9 +162,7 @@ def test_an_added_key_works_and_a_deleted_one_stops_after_the_check_period(
     tmp_path: Path, demo_dir: Path, service: EmbeddingService
 ) -> None:
     # GIVEN a server reading one key from its file
-    path = key_file(tmp_path, KEY + "\n")
-    clock = Clock()
-    client, _ = keyed_client(service, demo_dir, path, clock)
+    path, clock, client = one_key_client(tmp_path, demo_dir, service)
     assert (status(client, None), status(client, KEY), status(client, NEW_KEY)) == (401, 200, 401)
     # WHEN a key is appended (same inode: an edit in place)
     with path.open("a") as handle:
@@ -175,9 +184,7 @@ def test_an_added_key_works_and_a_deleted_one_stops_after_the_check_period(
 def test_a_file_that_becomes_readable_by_others_fails_closed_until_it_is_private(
     tmp_path: Path, demo_dir: Path, service: EmbeddingService, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = key_file(tmp_path, KEY + "\n")
-    clock = Clock()
-    client, _ = keyed_client(service, demo_dir, path, clock)
+    path, clock, client = one_key_client(tmp_path, demo_dir, service)
 
     path.chmod(0o644)
     clock.now += 5
@@ -196,9 +203,7 @@ def test_a_file_that_becomes_readable_by_others_fails_closed_until_it_is_private
 def test_a_file_that_cannot_be_used_later_keeps_the_keys_held_and_says_so_once(
     tmp_path: Path, demo_dir: Path, service: EmbeddingService, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = key_file(tmp_path, KEY + "\n")
-    clock = Clock()
-    client, _ = keyed_client(service, demo_dir, path, clock)
+    path, clock, client = one_key_client(tmp_path, demo_dir, service)
 
     with caplog.at_level(logging.WARNING, logger="siglip_text.http.auth"):
         path.write_text("half-writ\n")  # an edit caught halfway
@@ -221,9 +226,7 @@ def test_a_file_that_cannot_be_used_later_keeps_the_keys_held_and_says_so_once(
 def test_a_file_emptied_of_keys_means_no_key_is_valid(
     tmp_path: Path, demo_dir: Path, service: EmbeddingService
 ) -> None:
-    path = key_file(tmp_path, KEY + "\n")
-    clock = Clock()
-    client, _ = keyed_client(service, demo_dir, path, clock)
+    path, clock, client = one_key_client(tmp_path, demo_dir, service)
 
     path.write_text("# every key revoked\n")
     clock.now += 5

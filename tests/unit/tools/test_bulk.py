@@ -29,6 +29,20 @@ def embed_demo(source: Path, out: Path, *extra: str) -> int:
     return main(["embed", str(source), "--out", str(out), "--demo", "--threads", "1", *extra])
 
 
+def texts_file(tmp_path: Path) -> tuple[Path, Path]:
+    """`TEXTS` one a line in ``t.txt``, and where their vectors go, ``o.jsonl``."""
+    source, out = tmp_path / "t.txt", tmp_path / "o.jsonl"
+    source.write_text("\n".join(TEXTS) + "\n")
+    return source, out
+
+
+def embedded_in_threes(tmp_path: Path) -> tuple[Path, Path]:
+    """`texts_file`, embedded by the command in batches of 3 (which must succeed)."""
+    source, out = texts_file(tmp_path)
+    assert embed_demo(source, out, "--batch-size", "3", "--quiet") == 0
+    return source, out
+
+
 def record_for(out: Path, digest: str = "a", model: str = "m", dimension: int = 8) -> RunRecord:
     described = {"input_sha256": digest, "model": model, "dimension": dimension}
     return RunRecord(out, described)
@@ -37,9 +51,7 @@ def record_for(out: Path, digest: str = "a", model: str = "m", dimension: int = 
 def test_a_cut_last_line_is_dropped_and_the_run_resumes_after_the_whole_ones(
     tmp_path: Path, service: EmbeddingService
 ) -> None:
-    source, out = tmp_path / "t.txt", tmp_path / "o.jsonl"
-    source.write_text("\n".join(TEXTS) + "\n")
-    assert embed_demo(source, out, "--batch-size", "3", "--quiet") == 0
+    source, out = embedded_in_threes(tmp_path)
     complete = out.read_bytes()
     lines = complete.split(b"\n")
     # GIVEN an unfinished run killed while writing line 5 (its record still there)
@@ -58,9 +70,7 @@ def test_a_cut_last_line_is_dropped_and_the_run_resumes_after_the_whole_ones(
 def test_the_command_resumes_an_unfinished_jsonl_and_removes_its_record(
     tmp_path: Path, service: EmbeddingService
 ) -> None:
-    source, out = tmp_path / "t.txt", tmp_path / "o.jsonl"
-    source.write_text("\n".join(TEXTS) + "\n")
-    assert embed_demo(source, out, "--batch-size", "3", "--quiet") == 0
+    source, out = embedded_in_threes(tmp_path)
     lines = out.read_bytes().split(b"\n")
     record = out.with_name("o.jsonl.partial.json")
     assert not record.exists()  # finished
@@ -86,8 +96,7 @@ def test_the_command_resumes_an_unfinished_jsonl_and_removes_its_record(
 def test_an_unfinished_output_of_other_work_is_refused_and_restart_overrides(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    source, out = tmp_path / "t.txt", tmp_path / "o.jsonl"
-    source.write_text("\n".join(TEXTS) + "\n")
+    source, out = texts_file(tmp_path)
     record = out.with_name("o.jsonl.partial.json")
     record.write_text(json.dumps({"inputs": 3, "input_sha256": "x"}))
     out.write_text('{"text": "another input", "embedding": [0.5]}\n')
@@ -101,8 +110,7 @@ def test_an_unfinished_output_of_other_work_is_refused_and_restart_overrides(
 
 
 def test_a_finished_output_is_written_again_never_mixed(tmp_path: Path) -> None:
-    source, out = tmp_path / "t.txt", tmp_path / "o.jsonl"
-    source.write_text("\n".join(TEXTS) + "\n")
+    source, out = texts_file(tmp_path)
     assert embed_demo(source, out, "--quiet") == 0
     source.write_text("\n".join(reversed(TEXTS)) + "\n")
 
