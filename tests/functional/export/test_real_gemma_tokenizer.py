@@ -122,7 +122,9 @@ def test_bundle_serves_the_reference_ids_vectors_over_http(
     # GIVEN the text and the reference ids (sent as token ids), THEN the same vector
     shape = EXPORTED_SHAPES[0]
     service = services[shape]
-    settings = load_settings(model_dir=None, max_inputs_per_request=len(TEXTS))
+    settings = load_settings(
+        model_dir=None, max_inputs_per_request=len(TEXTS), token_id_inputs="accept"
+    )
     with TestClient(create_app(service, settings)) as client:
         by_text = _vectors(client.post("/v1/embeddings", json={"input": TEXTS}))
         by_ids = _vectors(client.post("/v1/embeddings", json={"input": expected_ids}))

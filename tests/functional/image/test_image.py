@@ -478,7 +478,11 @@ def assert_same_answer(name: str, got: dict[str, Any], expected: dict[str, Any])
             k: v for k, v in want.items() if k != "data"
         }
     else:
-        aside = {"init", "runtime", "intra_op_threads"}
+        # The inputs bound's time side follows the pace this CPU's probe measured (emulated
+        # arm64 is slower than the host): the environment's own, as the init timings are.
+        aside = {"init", "runtime", "intra_op_threads", "max_inputs_per_request"}
+        if "max_inputs_per_request" in want:
+            assert 1 <= body["max_inputs_per_request"] <= 2048, name  # OpenAI's own limit
         assert {k: v for k, v in body.items() if k not in aside} == {
             k: v for k, v in want.items() if k not in aside
         }
