@@ -14,7 +14,7 @@ import math
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -64,6 +64,17 @@ def bearer_token(authorization: str | None) -> str:
 
 def _digest(value: str) -> bytes:
     return hashlib.sha256(value.encode("utf-8", "surrogatepass")).digest()
+
+
+def check_bearer(authorization: str | None, digests: Iterable[bytes]) -> None:
+    """The presented Bearer token against every key's digest, in constant time (no early
+    exit, digests of equal length); AuthenticationError when none matches."""
+    presented = _digest(bearer_token(authorization))
+    valid = False
+    for key in digests:
+        valid |= hmac.compare_digest(presented, key)
+    if not valid:
+        raise AuthenticationError(WRONG_KEY_MESSAGE)
 
 
 class ApiKeyAuthenticator:
@@ -366,12 +377,7 @@ class ApiKeyAuthenticator:
         raise KeysUnavailableError(retry_after=retry_after)
 
     def __call__(self, authorization: str | None) -> None:
-        presented = _digest(bearer_token(authorization))
-        valid = False
-        for key in self.digests():
-            valid |= hmac.compare_digest(presented, key)  # no early exit: constant time
-        if not valid:
-            raise AuthenticationError(WRONG_KEY_MESSAGE)
+        check_bearer(authorization, self.digests())
 
 
 def retry_delay(failures: int, cache_seconds: float) -> float:
@@ -545,12 +551,7 @@ class KeyFileAuthenticator:
             return self._digests
 
     def __call__(self, authorization: str | None) -> None:
-        presented = _digest(bearer_token(authorization))
-        valid = False
-        for key in self.digests():
-            valid |= hmac.compare_digest(presented, key)  # no early exit: constant time
-        if not valid:
-            raise AuthenticationError(WRONG_KEY_MESSAGE)
+        check_bearer(authorization, self.digests())
 
 
 def build_key_file_authenticator(
